@@ -1,0 +1,446 @@
+//! The consumer side: the loop thread's view of the queue. It alone sweeps
+//! the stack into its heap, pops, unlinks, retires and frees nodes.
+
+use std::fmt;
+use std::ptr;
+
+use super::gate::Limbo;
+use super::heap::{Key, MinHeap};
+use super::node::{
+    Node, COUNTED, FRONT, HEAP_DONE, LIST_DONE, PAYLOAD_GONE, REMOVED, RETIRED, SWEPT, TAKEN,
+    TICKET,
+};
+use super::producer::{ItemInfo, Producer};
+use super::shared::Shared;
+use crate::sync::{Arc, Ordering};
+
+/// Compaction runs when more than half the heap (and at least this many
+/// entries) are tombstones.
+const COMPACT_MIN: usize = 32;
+
+/// An item popped from the queue, with what it was pushed with.
+#[derive(Debug)]
+pub struct Popped<T> {
+    /// The payload.
+    pub item: T,
+    /// When it was due.
+    pub when: u64,
+    /// Its tag, user flags and front bit.
+    pub info: ItemInfo,
+}
+
+/// The DeliQueue, consumer side: a lock-free multi-producer queue ordered by
+/// due time, with O(1) cancellation.
+///
+/// Producers ([`Producer`], from [`DeliQueue::producer`]) push from any thread
+/// with one CAS. The consumer, which owns this value, sweeps new items into a
+/// min-heap ordered by `(when, seq)`, where `seq` is arrival order, so items
+/// due at the same time come out first-in first-out.
+///
+/// `DeliQueue` is `Send` but not `Sync`: exactly one thread consumes.
+///
+/// ```
+/// use deliloop::queue::DeliQueue;
+///
+/// let mut q = DeliQueue::new();
+/// let p = q.producer();
+/// let _ = p.push("later", 20).unwrap();
+/// let _ = p.push("sooner", 10).unwrap();
+/// let _ = p.push_front("first").unwrap();
+/// assert_eq!(q.next_deadline(), Some(0));
+/// assert_eq!(q.pop_due(15).map(|e| e.item), Some("first"));
+/// assert_eq!(q.pop_due(15).map(|e| e.item), Some("sooner"));
+/// assert!(q.pop_due(15).is_none());             // "later" is not due yet
+/// assert_eq!(q.len(), 1);
+/// ```
+///
+/// ```compile_fail
+/// fn needs_sync<T: Sync>() {}
+/// needs_sync::<deliloop::queue::DeliQueue<u32>>();
+/// ```
+pub struct DeliQueue<T> {
+    shared: Arc<Shared<T>>,
+    heap: MinHeap<*mut Node<T>>,
+    /// The newest swept node: where the next sweep stops.
+    marker: *mut Node<T>,
+    /// A finished node that is the marker; unlinked after the next sweep.
+    deferred: *mut Node<T>,
+    seq_up: i64,
+    seq_down: i64,
+    tombstones: usize,
+    live: usize,
+    limbo: Limbo<*mut Node<T>>,
+    /// Cancelled payloads, dropped once the structure is consistent.
+    to_drop: Vec<T>,
+}
+
+// SAFETY: the consumer may move to another thread with its items (`T: Send`);
+// the raw pointers it holds are to nodes only it may unlink or free.
+unsafe impl<T: Send> Send for DeliQueue<T> {}
+
+impl<T> fmt::Debug for DeliQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeliQueue")
+            .field("heap", &self.heap.len())
+            .field("tombstones", &self.tombstones)
+            .field("live", &self.live)
+            .field("limbo", &self.limbo.len())
+            .finish()
+    }
+}
+
+impl<T> Default for DeliQueue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> DeliQueue<T> {
+    /// An empty, open queue.
+    pub fn new() -> DeliQueue<T> {
+        DeliQueue {
+            shared: Arc::new(Shared::new()),
+            heap: MinHeap::new(),
+            marker: ptr::null_mut(),
+            deferred: ptr::null_mut(),
+            seq_up: 0,
+            seq_down: 0,
+            tombstones: 0,
+            live: 0,
+            limbo: Limbo::new(),
+            to_drop: Vec::new(),
+        }
+    }
+
+    /// A new producer handle.
+    pub fn producer(&self) -> Producer<T> {
+        Producer { shared: self.shared.clone() }
+    }
+
+    /// Pops the first item (by `(when, seq)`) whose `when <= now`.
+    pub fn pop_due(&mut self, now: u64) -> Option<Popped<T>> {
+        self.maintain();
+        self.pop_swept(now)
+    }
+
+    /// Like [`pop_due`](Self::pop_due) without looking for new pushes or
+    /// cancellations first: for draining a batch after one
+    /// [`maintain`](Self::maintain).
+    pub fn pop_swept(&mut self, now: u64) -> Option<Popped<T>> {
+        loop {
+            let &(key, node) = self.heap.peek()?;
+            if key.when > now {
+                return None;
+            }
+            self.heap.pop();
+            if let Some(popped) = self.finish_heap_entry(node) {
+                return Some(popped);
+            }
+        }
+    }
+
+    /// The earliest due time of a pending item.
+    pub fn next_deadline(&mut self) -> Option<u64> {
+        self.maintain();
+        self.peek_deadline()
+    }
+
+    /// [`next_deadline`](Self::next_deadline) without looking for new pushes.
+    pub fn peek_deadline(&mut self) -> Option<u64> {
+        loop {
+            let &(key, node) = self.heap.peek()?;
+            // SAFETY: heap entries point at live nodes.
+            if unsafe { (*node).is_queued() } {
+                return Some(key.when);
+            }
+            self.heap.pop();
+            self.finish_heap_entry(node);
+        }
+    }
+
+    /// Number of pending items: accepted, not yet popped or cancelled. A
+    /// cancellation racing with this call may or may not be counted.
+    pub fn len(&mut self) -> usize {
+        self.maintain();
+        self.live
+    }
+
+    /// Whether [`len`](Self::len) is zero.
+    pub fn is_empty(&mut self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether a push arrived since the last sweep. Cheap: one load.
+    pub fn has_new(&self) -> bool {
+        self.shared.top() != self.marker
+    }
+
+    /// Closes the queue: from now on every push fails and hands its item
+    /// back. Everything accepted before stays and comes back from
+    /// [`drain`](Self::drain) or [`pop_due`](Self::pop_due). Idempotent.
+    pub fn close(&mut self) {
+        self.shared.close();
+        self.maintain();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+
+    /// Removes every pending item regardless of its due time, in
+    /// `(when, seq)` order. After [`close`](Self::close) this accounts for
+    /// every accepted item that was neither popped nor cancelled.
+    pub fn drain(&mut self) -> Vec<Popped<T>> {
+        self.maintain();
+        let mut out = Vec::with_capacity(self.live);
+        while let Some(popped) = self.pop_swept(u64::MAX) {
+            out.push(popped);
+        }
+        out
+    }
+
+    /// Announces that the consumer is about to sleep until `deadline`.
+    /// Returns `false` if a push arrived meanwhile (then do not sleep: the
+    /// queue is back to awake). After a `true`, sleep, then call
+    /// [`wake`](Self::wake). Pushes due before `deadline` report
+    /// [`Pushed::wake`](super::Pushed::wake) to exactly one producer.
+    pub fn prepare_sleep(&mut self, deadline: Option<u64>) -> bool {
+        self.shared.wait.sleep(deadline);
+        if self.shared.top_latest() != self.marker {
+            self.shared.wait.wake();
+            return false;
+        }
+        true
+    }
+
+    /// Marks the consumer awake after a sleep.
+    pub fn wake(&mut self) {
+        self.shared.wait.wake();
+    }
+
+    /// Sweeps new pushes into the heap, processes cancellations, compacts
+    /// and frees what it can. [`pop_due`](Self::pop_due) and friends call it;
+    /// call it directly before a batch of [`pop_swept`](Self::pop_swept).
+    pub fn maintain(&mut self) {
+        let freed = self.shared.free.swap(ptr::null_mut(), Ordering::Acquire);
+        self.sweep();
+        self.process_free(freed);
+        if self.tombstones >= COMPACT_MIN && self.tombstones * 2 > self.heap.len() {
+            self.compact();
+        }
+        if self.limbo.len() > 0 {
+            let gate = &self.shared.gate;
+            self.limbo.reclaim(gate, |node| {
+                // SAFETY: retired, unlinked, no tickets, and no walker can
+                // reach it any more (gate.rs).
+                unsafe { Node::free(node) }
+            });
+        }
+        if !self.to_drop.is_empty() {
+            self.to_drop.clear();
+        }
+    }
+
+    /// Nodes waiting for reclamation (bounded; see `gate.rs`).
+    #[doc(hidden)]
+    pub fn limbo_len(&self) -> usize {
+        self.limbo.len()
+    }
+
+    /// Heap entries, tombstones included.
+    #[doc(hidden)]
+    pub fn heap_len(&self) -> usize {
+        self.heap.len()
+    }
+
+    fn sweep(&mut self) {
+        let top = self.shared.top();
+        if top == self.marker {
+            return;
+        }
+        // Walk down to the previous marker, linking each node to the one
+        // above it.
+        let mut above: *mut Node<T> = ptr::null_mut();
+        let mut node = top;
+        while node != self.marker {
+            // SAFETY: nodes between `top` and the marker are published (the
+            // Acquire load of `top` synchronises with every push below it) and
+            // unswept, so only this thread writes their `prev`.
+            unsafe {
+                (*node).prev.with_mut(|p| *p = above);
+                above = node;
+                node = (*node).next.load(Ordering::Acquire);
+            }
+        }
+        if !self.marker.is_null() {
+            // SAFETY: the marker is alive (it is never retired while it is
+            // the marker) and only the consumer writes `prev`.
+            unsafe { (*self.marker).prev.with_mut(|p| *p = above) };
+        }
+        // Walk back up, oldest first: `seq` is arrival order.
+        let mut node = above;
+        loop {
+            // SAFETY: as above; `prev` was set in the walk down.
+            let n = unsafe { &*node };
+            let seq = if n.flags & FRONT != 0 {
+                self.seq_down -= 1;
+                self.seq_down
+            } else {
+                self.seq_up += 1;
+                self.seq_up
+            };
+            // SAFETY: consumer only.
+            unsafe { n.set_local(SWEPT) };
+            self.heap.push(Key { when: n.when, seq }, node);
+            self.live += 1;
+            if node == top {
+                break;
+            }
+            // SAFETY: consumer only.
+            node = n.prev.with(|p| unsafe { *p });
+        }
+        self.marker = top;
+        let deferred = std::mem::replace(&mut self.deferred, ptr::null_mut());
+        if !deferred.is_null() {
+            self.unlink(deferred);
+            self.maybe_retire(deferred);
+        }
+    }
+
+    fn process_free(&mut self, mut node: *mut Node<T>) {
+        while !node.is_null() {
+            // SAFETY: nodes on the free list are alive (a tombstone is only
+            // retired after this processing; a handed-back node only freed
+            // from limbo), and the swap (Acquire) synchronises with the push.
+            let n = unsafe { &*node };
+            // SAFETY: written by the pusher before its Release CAS.
+            let next = n.free_next.with(|p| unsafe { *p });
+            if n.state.load(Ordering::Acquire) & RETIRED != 0 {
+                // Its last ticket dropped after retirement.
+                self.limbo.push(node);
+            } else {
+                // A tombstone: swept already (its push happened before the
+                // cancel that put it here, and we swept after the swap).
+                // SAFETY: consumer only; the payload is still there because
+                // nobody else may take a REMOVED node's payload.
+                unsafe {
+                    debug_assert!(n.local() & SWEPT != 0);
+                    self.to_drop.push(n.take_payload());
+                    if n.local() & HEAP_DONE == 0 {
+                        self.tombstones += 1;
+                        n.set_local(COUNTED);
+                    }
+                }
+                self.live -= 1;
+                self.unlink(node);
+                self.maybe_retire(node);
+            }
+            node = next;
+        }
+    }
+
+    /// Handles a node just removed from the heap: claims and returns its
+    /// payload, or finishes a tombstone.
+    fn finish_heap_entry(&mut self, node: *mut Node<T>) -> Option<Popped<T>> {
+        // SAFETY: heap entries point at live nodes.
+        let n = unsafe { &*node };
+        // SAFETY: consumer only.
+        unsafe { n.set_local(HEAP_DONE) };
+        if n.claim(TAKEN) {
+            // SAFETY: this thread won the node, so it owns the payload.
+            let item = unsafe { n.take_payload() };
+            let popped = Popped { item, when: n.when, info: ItemInfo::of(n) };
+            self.live -= 1;
+            self.unlink(node);
+            self.maybe_retire(node);
+            Some(popped)
+        } else {
+            // SAFETY: consumer only.
+            if unsafe { n.local() } & COUNTED != 0 {
+                self.tombstones -= 1;
+            }
+            self.maybe_retire(node);
+            None
+        }
+    }
+
+    /// Unlinks a swept node from the stack in O(1) through its back link,
+    /// leaving its own `next` intact for walkers standing on it. The marker
+    /// cannot be unlinked (the next sweep stops at it): it is deferred.
+    fn unlink(&mut self, node: *mut Node<T>) {
+        if node == self.marker {
+            self.deferred = node;
+            return;
+        }
+        // SAFETY: `node` is swept and not the marker, so `prev` is a live
+        // newer node; `prev`/`local` are consumer-only, `next` is atomic.
+        unsafe {
+            let prev = (*node).prev.with(|p| *p);
+            let next = (*node).next.load(Ordering::Acquire);
+            (*prev).next.store(next, Ordering::Release);
+            if !next.is_null() {
+                (*next).prev.with_mut(|p| *p = prev);
+            }
+            (*node).set_local(LIST_DONE);
+        }
+    }
+
+    /// Retires a node once it is out of both the heap and the stack.
+    fn maybe_retire(&mut self, node: *mut Node<T>) {
+        // SAFETY: `node` is alive until retired; `local` is consumer-only.
+        let n = unsafe { &*node };
+        // SAFETY: consumer only.
+        let local = unsafe { n.local() };
+        if local & HEAP_DONE == 0 || local & LIST_DONE == 0 {
+            return;
+        }
+        let removed_unprocessed =
+            n.state.load(Ordering::Acquire) & REMOVED != 0 && local & PAYLOAD_GONE == 0;
+        if removed_unprocessed {
+            // Its free-list push has not reached us yet; retire then.
+            return;
+        }
+        let prev = n.state.fetch_or(RETIRED, Ordering::AcqRel);
+        if prev / TICKET == 0 {
+            self.limbo.push(node);
+        }
+    }
+
+    fn compact(&mut self) {
+        let mut dropped = Vec::new();
+        self.heap.retain(|_, &node| {
+            // SAFETY: heap entries point at live nodes.
+            let keep = unsafe { (*node).is_queued() };
+            if !keep {
+                dropped.push(node);
+            }
+            keep
+        });
+        for node in dropped {
+            self.finish_heap_entry(node);
+        }
+    }
+}
+
+impl<T> Drop for DeliQueue<T> {
+    fn drop(&mut self) {
+        self.shared.close();
+        let items = self.drain();
+        // Drop the payloads after the structure is settled, so a panicking
+        // destructor cannot leave it half-updated.
+        let to_drop = std::mem::take(&mut self.to_drop);
+        let deferred = std::mem::replace(&mut self.deferred, ptr::null_mut());
+        if !deferred.is_null() {
+            // SAFETY: consumer only; nothing will sweep past it any more.
+            unsafe { (*deferred).set_local(LIST_DONE) };
+            self.maybe_retire(deferred);
+        }
+        let orphans: Vec<_> = self.limbo.take_all().collect();
+        // SAFETY: only the consumer writes `orphans`, and only here; the
+        // shared state frees them when its last reference goes.
+        self.shared.orphans.with_mut(|p| unsafe { (*p).extend(orphans) });
+        drop(items);
+        drop(to_drop);
+    }
+}

@@ -1,0 +1,369 @@
+//! The producer side: pushes from any thread, cancel handles, and walkers
+//! that remove or look for items by predicate.
+
+use std::fmt;
+use std::ptr::NonNull;
+
+use super::node::{Node, FRONT, HAS_TAG, LIFE_MASK, QUEUED, REMOVED, RETIRED, TICKET, USER_SHIFT};
+use super::shared::Shared;
+use crate::sync::{Arc, Ordering};
+
+/// Where and how an item is pushed: its due time, an optional tag, user
+/// flags, or the front of the queue.
+///
+/// ```
+/// use deliloop::queue::Push;
+///
+/// let opts = Push::at(1_000).tag(7).flags(1);
+/// assert_eq!(opts.when(), 1_000);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Push {
+    when: u64,
+    tag: Option<u64>,
+    flags: u8,
+    front: bool,
+}
+
+impl Push {
+    /// Due at `when` (the queue's ticks; the runtime uses nanoseconds).
+    pub fn at(when: u64) -> Push {
+        Push { when, ..Push::default() }
+    }
+
+    /// At the front of the queue, before everything already due: `when = 0`,
+    /// and among front pushes the newest first (LIFO), like Android's
+    /// `postAtFrontOfQueue`.
+    pub fn front() -> Push {
+        Push { front: true, ..Push::default() }
+    }
+
+    /// Attaches a tag that predicates can match.
+    pub fn tag(mut self, tag: u64) -> Push {
+        self.tag = Some(tag);
+        self
+    }
+
+    /// Attaches eight user flag bits, visible to predicates and to the
+    /// consumer.
+    pub fn flags(mut self, flags: u8) -> Push {
+        self.flags = flags;
+        self
+    }
+
+    /// The due time (0 for a front push).
+    pub fn when(&self) -> u64 {
+        if self.front {
+            0
+        } else {
+            self.when
+        }
+    }
+
+    fn node_flags(&self) -> u32 {
+        (self.front as u32 * FRONT)
+            | (self.tag.is_some() as u32 * HAS_TAG)
+            | ((self.flags as u32) << USER_SHIFT)
+    }
+}
+
+/// What a predicate sees of a pending item: never the payload, which only
+/// the consumer may touch.
+///
+/// ```
+/// use deliloop::queue::{DeliQueue, Push};
+///
+/// let q = DeliQueue::new();
+/// let p = q.producer();
+/// p.push_with("a", Push::at(5).tag(9)).unwrap();
+/// assert!(p.any(|info| info.tag() == Some(9) && info.when() == 5));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ItemInfo {
+    pub(crate) when: u64,
+    pub(crate) tag: u64,
+    pub(crate) flags: u32,
+}
+
+impl ItemInfo {
+    /// When the item is due (0 for front pushes).
+    pub fn when(&self) -> u64 {
+        self.when
+    }
+
+    /// The item's tag, if it was pushed with one.
+    pub fn tag(&self) -> Option<u64> {
+        (self.flags & HAS_TAG != 0).then_some(self.tag)
+    }
+
+    /// The user flags it was pushed with.
+    pub fn flags(&self) -> u8 {
+        (self.flags >> USER_SHIFT) as u8
+    }
+
+    /// Whether it was pushed to the front.
+    pub fn is_front(&self) -> bool {
+        self.flags & FRONT != 0
+    }
+
+    pub(crate) fn of<T>(node: &Node<T>) -> ItemInfo {
+        ItemInfo { when: node.when, tag: node.tag, flags: node.flags }
+    }
+}
+
+/// A push that failed because the queue is closed; it holds the item.
+///
+/// ```
+/// use deliloop::queue::DeliQueue;
+///
+/// let mut q = DeliQueue::new();
+/// let p = q.producer();
+/// q.close();
+/// let err = p.push(String::from("late"), 0).unwrap_err();
+/// assert_eq!(err.into_inner(), "late");
+/// ```
+pub struct Closed<T>(pub T);
+
+impl<T> Closed<T> {
+    /// The item that was not accepted.
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<T> fmt::Debug for Closed<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Closed(..)")
+    }
+}
+
+impl<T> fmt::Display for Closed<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("pushing on a closed queue")
+    }
+}
+
+impl<T> std::error::Error for Closed<T> {}
+
+/// The result of an accepted push.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "if `wake` is true the consumer sleeps and must be woken"]
+pub struct Pushed {
+    /// The consumer is asleep past this item's due time: the caller must wake
+    /// it (for the runtime, one `mio::Waker::wake`). At most one push per
+    /// sleep sees `true`; a push to an awake consumer never does.
+    pub wake: bool,
+}
+
+/// The producer side of a [`DeliQueue`](super::DeliQueue): cheap to clone,
+/// usable from any thread.
+///
+/// ```
+/// use deliloop::queue::DeliQueue;
+///
+/// let mut q = DeliQueue::new();
+/// let p = q.producer();
+/// std::thread::spawn(move || { let _ = p.push(1, 0).unwrap(); }).join().unwrap();
+/// assert_eq!(q.pop_due(0).map(|e| e.item), Some(1));
+/// ```
+pub struct Producer<T> {
+    pub(crate) shared: Arc<Shared<T>>,
+}
+
+impl<T> Clone for Producer<T> {
+    fn clone(&self) -> Self {
+        Producer { shared: self.shared.clone() }
+    }
+}
+
+impl<T> fmt::Debug for Producer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Producer").field("closed", &self.is_closed()).finish()
+    }
+}
+
+// SAFETY: a producer moves `T`s to the consumer's thread (so `T: Send`) and
+// touches shared state only through atomics and the protocols in `shared.rs`.
+unsafe impl<T: Send> Send for Producer<T> {}
+// SAFETY: as above; every method takes `&self` and is thread-safe.
+unsafe impl<T: Send> Sync for Producer<T> {}
+
+impl<T> Producer<T> {
+    /// Pushes `item`, due at `when`. One CAS on the stack top; no lock, no
+    /// syscall.
+    ///
+    /// # Errors
+    /// [`Closed`] with the item if the queue was closed.
+    pub fn push(&self, item: T, when: u64) -> Result<Pushed, Closed<T>> {
+        self.push_with(item, Push::at(when))
+    }
+
+    /// Pushes `item` at the front of the queue (see [`Push::front`]).
+    ///
+    /// # Errors
+    /// [`Closed`] with the item if the queue was closed.
+    pub fn push_front(&self, item: T) -> Result<Pushed, Closed<T>> {
+        self.push_with(item, Push::front())
+    }
+
+    /// Pushes `item` with the given options.
+    ///
+    /// # Errors
+    /// [`Closed`] with the item if the queue was closed.
+    pub fn push_with(&self, item: T, opts: Push) -> Result<Pushed, Closed<T>> {
+        self.push_node(item, opts, 0).map(|(_, pushed)| pushed)
+    }
+
+    /// Pushes `item` and returns a [`Ticket`] that can cancel it.
+    ///
+    /// # Errors
+    /// [`Closed`] with the item if the queue was closed.
+    pub fn push_cancellable(&self, item: T, opts: Push) -> Result<(Ticket<T>, Pushed), Closed<T>> {
+        let (node, pushed) = self.push_node(item, opts, 1)?;
+        Ok((Ticket { node, shared: self.shared.clone() }, pushed))
+    }
+
+    fn push_node(
+        &self,
+        item: T,
+        opts: Push,
+        tickets: usize,
+    ) -> Result<(NonNull<Node<T>>, Pushed), Closed<T>> {
+        let when = opts.when();
+        let node = Node::alloc(item, when, opts.tag.unwrap_or(0), opts.node_flags(), tickets);
+        if self.shared.push(node).is_err() {
+            // SAFETY: the node was never published; this thread owns it and
+            // takes its payload back before freeing it.
+            let item = unsafe {
+                let item = (*node).payload.with(|p| std::ptr::read(p).assume_init());
+                Node::free(node);
+                item
+            };
+            return Err(Closed(item));
+        }
+        let wake = self.shared.wait.needs_wake(when);
+        // SAFETY: `Node::alloc` never returns null.
+        Ok((unsafe { NonNull::new_unchecked(node) }, Pushed { wake }))
+    }
+
+    /// Cancels every pending item for which `pred` is true; returns how many.
+    /// Lock-free; safe to call from any thread, including the consumer's.
+    /// Cancelled items are dropped by the consumer the next time it looks at
+    /// the queue.
+    pub fn remove_where(&self, mut pred: impl FnMut(&ItemInfo) -> bool) -> usize {
+        let mut removed = 0;
+        self.walk(|node| {
+            // SAFETY: `walk` hands out live nodes only.
+            let n = unsafe { &*node };
+            if n.is_queued() && pred(&ItemInfo::of(n)) && n.claim(REMOVED) {
+                // SAFETY: this thread won QUEUED->REMOVED.
+                unsafe { self.shared.push_free(node) };
+                removed += 1;
+            }
+            false
+        });
+        removed
+    }
+
+    /// Whether any pending item matches `pred`.
+    pub fn any(&self, mut pred: impl FnMut(&ItemInfo) -> bool) -> bool {
+        self.walk(|node| {
+            // SAFETY: `walk` hands out live nodes only.
+            let n = unsafe { &*node };
+            n.is_queued() && pred(&ItemInfo::of(n))
+        })
+    }
+
+    /// Visits nodes from newest to oldest until `f` returns true.
+    fn walk(&self, mut f: impl FnMut(*mut Node<T>) -> bool) -> bool {
+        let _guard = self.shared.gate.enter();
+        let mut node = self.shared.top();
+        while !node.is_null() {
+            if f(node) {
+                return true;
+            }
+            // SAFETY: the gate guard keeps every node reachable from `top`
+            // (or from a node reached so) alive until it drops; see gate.rs.
+            node = unsafe { (*node).next.load(Ordering::Acquire) };
+        }
+        false
+    }
+
+    /// Whether the consumer closed the queue.
+    pub fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+}
+
+/// A handle to one pushed item that can cancel it.
+///
+/// Dropping a ticket does not cancel; it only releases the handle.
+///
+/// ```
+/// use deliloop::queue::{DeliQueue, Push};
+///
+/// let mut q = DeliQueue::new();
+/// let p = q.producer();
+/// let (ticket, _) = p.push_cancellable("x", Push::at(10)).unwrap();
+/// assert!(ticket.cancel());      // it will never be popped
+/// assert!(!ticket.cancel());     // already cancelled
+/// assert!(q.pop_due(u64::MAX).is_none());
+/// ```
+pub struct Ticket<T> {
+    node: NonNull<Node<T>>,
+    shared: Arc<Shared<T>>,
+}
+
+// SAFETY: a ticket only touches the node's atomic state and the free list.
+unsafe impl<T: Send> Send for Ticket<T> {}
+// SAFETY: as above; `cancel` takes `&self` and is thread-safe.
+unsafe impl<T: Send> Sync for Ticket<T> {}
+
+impl<T> fmt::Debug for Ticket<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ticket").field("pending", &self.is_pending()).finish()
+    }
+}
+
+impl<T> Ticket<T> {
+    /// Cancels the item. Returns `true` only if this call won: the item will
+    /// never be popped, and the consumer drops it the next time it looks at
+    /// the queue (or when it is dropped). Returns `false` if the item was
+    /// already popped, cancelled or drained. One CAS; lock-free.
+    pub fn cancel(&self) -> bool {
+        let node = self.node.as_ptr();
+        // SAFETY: the ticket holds a reference, so the node is alive.
+        if unsafe { (*node).claim(REMOVED) } {
+            // SAFETY: this thread won QUEUED->REMOVED.
+            unsafe { self.shared.push_free(node) };
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Whether the item is still waiting (neither popped nor cancelled).
+    pub fn is_pending(&self) -> bool {
+        // SAFETY: the ticket holds a reference, so the node is alive.
+        unsafe { self.node.as_ref() }.state.load(Ordering::Acquire) & LIFE_MASK == QUEUED
+    }
+
+    /// What predicates see of this item.
+    pub fn info(&self) -> ItemInfo {
+        // SAFETY: the ticket holds a reference, so the node is alive.
+        ItemInfo::of(unsafe { self.node.as_ref() })
+    }
+}
+
+impl<T> Drop for Ticket<T> {
+    fn drop(&mut self) {
+        let node = self.node.as_ptr();
+        // SAFETY: the ticket holds a reference, so the node is alive.
+        let prev = unsafe { (*node).state.fetch_sub(TICKET, Ordering::AcqRel) };
+        if prev & RETIRED != 0 && prev / TICKET == 1 {
+            // SAFETY: the node is retired and this was its last ticket; hand
+            // it back to the consumer, which alone may free it.
+            unsafe { self.shared.push_free(node) };
+        }
+    }
+}

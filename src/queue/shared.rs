@@ -1,0 +1,154 @@
+//! The state producers and the consumer share: the Treiber stack's top (with
+//! the CLOSED bit), the free list, the wait word and the walker gate.
+//!
+//! # Design
+//!
+//! * `top` is a Treiber stack of every node not yet unlinked, newest first.
+//!   Producers fill a node, set its `next` to the observed top and CAS it in
+//!   (AcqRel). They never dereference other nodes and never pop, so the push
+//!   is ABA-free. Bit 0 of `top` is CLOSED: once set, the CAS of every later
+//!   push fails, and the pusher gets its item back. Every write to `top` is an
+//!   RMW, so an Acquire load of `top` synchronises with every push below it.
+//! * `free` is a second Treiber stack, linked through `free_next`, of nodes
+//!   the consumer must look at: tombstones a canceller won (REMOVED), and
+//!   retired nodes whose last ticket just dropped. The consumer empties it
+//!   with one `swap(null)`; a node is on it at most once at a time, because
+//!   only the winner of its one QUEUED->REMOVED CAS or of its final
+//!   ticket release pushes it, and the second push can only follow retirement,
+//!   which follows the consumer's processing of the first.
+//! * Walkers (`remove_where`, `any`) read `top` and follow `next` inside a
+//!   [`Gate`] guard; see `gate.rs` for why the nodes they reach stay alive.
+
+use std::ptr;
+
+use super::gate::Gate;
+use super::node::{Node, PAYLOAD_GONE, RETIRED};
+use super::wait::WaitWord;
+use crate::sync::{AtomicPtr, Ordering, UnsafeCell};
+
+pub(crate) const CLOSED: usize = 1;
+
+pub(crate) struct Shared<T> {
+    pub(crate) top: AtomicPtr<Node<T>>,
+    pub(crate) free: AtomicPtr<Node<T>>,
+    pub(crate) wait: WaitWord,
+    pub(crate) gate: Gate,
+    /// Retired nodes the consumer handed over when it was dropped, freed with
+    /// the last reference (walkers may still stand on them until then).
+    pub(crate) orphans: UnsafeCell<Vec<*mut Node<T>>>,
+}
+
+impl<T> Shared<T> {
+    pub(crate) fn new() -> Shared<T> {
+        Shared {
+            top: AtomicPtr::new(ptr::null_mut()),
+            free: AtomicPtr::new(ptr::null_mut()),
+            wait: WaitWord::new(),
+            gate: Gate::new(),
+            orphans: UnsafeCell::new(Vec::new()),
+        }
+    }
+
+    /// Pushes a filled, unpublished node on the stack. On `Err` the queue is
+    /// closed and the node was not published.
+    pub(crate) fn push(&self, node: *mut Node<T>) -> Result<(), ()> {
+        let mut top = self.top.load(Ordering::Relaxed);
+        loop {
+            if top.addr() & CLOSED != 0 {
+                return Err(());
+            }
+            // SAFETY: the node is not published yet; this thread owns it.
+            unsafe { (*node).next.store(top, Ordering::Relaxed) };
+            match self.top.compare_exchange_weak(top, node, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Ok(()),
+                Err(actual) => top = actual,
+            }
+        }
+    }
+
+    /// The newest node, without the CLOSED bit.
+    pub(crate) fn top(&self) -> *mut Node<T> {
+        self.top.load(Ordering::Acquire).map_addr(|a| a & !CLOSED)
+    }
+
+    /// Reads `top` with an RMW, so the value is the latest in its
+    /// modification order (see `wait.rs`).
+    pub(crate) fn top_latest(&self) -> *mut Node<T> {
+        let mut cur = self.top.load(Ordering::Acquire);
+        loop {
+            match self.top.compare_exchange_weak(cur, cur, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(v) => return v.map_addr(|a| a & !CLOSED),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Sets the CLOSED bit; returns whether this call set it.
+    pub(crate) fn close(&self) -> bool {
+        let mut cur = self.top.load(Ordering::Acquire);
+        loop {
+            if cur.addr() & CLOSED != 0 {
+                return false;
+            }
+            let closed = cur.map_addr(|a| a | CLOSED);
+            match self.top.compare_exchange_weak(cur, closed, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.top.load(Ordering::Acquire).addr() & CLOSED != 0
+    }
+
+    /// Pushes `node` on the free list.
+    ///
+    /// # Safety
+    /// The caller won the node's QUEUED->REMOVED CAS, or dropped its last
+    /// ticket after it was RETIRED; the node is alive.
+    pub(crate) unsafe fn push_free(&self, node: *mut Node<T>) {
+        let mut head = self.free.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: by the contract, this thread is the only one that may
+            // push this node now, so it alone writes `free_next`.
+            unsafe { (*node).free_next.with_mut(|p| *p = head) };
+            match self.free.compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(actual) => head = actual,
+            }
+        }
+    }
+}
+
+impl<T> Drop for Shared<T> {
+    fn drop(&mut self) {
+        // No other reference exists: no producer, ticket, walker or consumer.
+        let orphans = self.orphans.with_mut(|p| {
+            // SAFETY: `&mut self`: nobody else can touch the cell.
+            std::mem::take(unsafe { &mut *p })
+        });
+        for node in orphans {
+            // SAFETY: retired nodes with no ticket, unreachable now.
+            unsafe { Node::free(node) };
+        }
+        let mut node = self.free.swap(ptr::null_mut(), Ordering::Acquire);
+        while !node.is_null() {
+            // SAFETY: nodes on the free list are alive until freed here, and
+            // no other thread exists to race with.
+            unsafe {
+                let next = (*node).free_next.with(|p| *p);
+                let retired = (*node).state.load(Ordering::Acquire) & RETIRED != 0;
+                // A tombstone that reached the free list after the consumer
+                // last looked still owns its payload.
+                if !retired && (*node).local() & PAYLOAD_GONE == 0 {
+                    drop((*node).take_payload());
+                }
+                Node::free(node);
+                node = next;
+            }
+        }
+    }
+}

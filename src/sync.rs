@@ -1,0 +1,54 @@
+//! The loom shim: every concurrent module imports its atomics, `Arc`,
+//! `UnsafeCell` and thread helpers from here, so that `--cfg loom` swaps in
+//! loom's instrumented versions and the models in `tests/loom_*.rs` see every
+//! access.
+
+#[cfg(loom)]
+mod imp {
+    pub(crate) use loom::cell::UnsafeCell;
+    pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize};
+    pub(crate) use loom::sync::Arc;
+
+    /// Lets other threads run while this one waits for them.
+    pub(crate) fn spin_wait() {
+        loom::thread::yield_now();
+    }
+}
+
+#[cfg(not(loom))]
+mod imp {
+    pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize};
+    pub(crate) use std::sync::Arc;
+
+    /// A `std::cell::UnsafeCell` with loom's closure-based API, so the same
+    /// code compiles with and without loom.
+    #[derive(Debug)]
+    #[repr(transparent)]
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            UnsafeCell(std::cell::UnsafeCell::new(value))
+        }
+
+        /// Runs `f` with a shared raw pointer to the contents.
+        #[inline(always)]
+        pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        /// Runs `f` with a unique raw pointer to the contents.
+        #[inline(always)]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+
+    /// Lets other threads run while this one waits for them.
+    pub(crate) fn spin_wait() {
+        std::thread::yield_now();
+    }
+}
+
+pub(crate) use imp::*;
+pub(crate) use std::sync::atomic::Ordering;

@@ -1,0 +1,318 @@
+//! Behaviour of the DeliQueue on its own.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use deliloop::queue::{DeliQueue, Push};
+
+fn pop_all<T>(q: &mut DeliQueue<T>, now: u64) -> Vec<T> {
+    std::iter::from_fn(|| q.pop_due(now).map(|e| e.item)).collect()
+}
+
+#[test]
+fn pops_in_when_then_arrival_order() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    for (item, when) in [("c", 30), ("a1", 10), ("b", 20), ("a2", 10), ("a3", 10)] {
+        let _ = p.push(item, when).unwrap();
+    }
+    assert_eq!(pop_all(&mut q, 100), ["a1", "a2", "a3", "b", "c"]);
+}
+
+#[test]
+fn nothing_pops_before_its_when() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let _ = p.push(1, 50).unwrap();
+    let _ = p.push(2, 10).unwrap();
+    assert_eq!(q.pop_due(9).map(|e| e.item), None);
+    assert_eq!(q.pop_due(10).map(|e| e.item), Some(2));
+    assert_eq!(q.pop_due(49).map(|e| e.item), None);
+    assert_eq!(q.next_deadline(), Some(50));
+    assert_eq!(q.pop_due(50).map(|e| e.item), Some(1));
+    assert_eq!(q.next_deadline(), None);
+}
+
+#[test]
+fn arrival_order_holds_across_sweeps() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let _ = p.push(1, 5).unwrap();
+    assert_eq!(q.len(), 1); // sweeps 1
+    let _ = p.push(2, 5).unwrap();
+    let _ = p.push(3, 5).unwrap();
+    assert_eq!(pop_all(&mut q, 5), [1, 2, 3]);
+}
+
+#[test]
+fn fifo_per_producer_among_equal_when() {
+    let mut q = DeliQueue::new();
+    let n = if cfg!(miri) { 50 } else { 10_000 };
+    let hs: Vec<_> = (0..2u64)
+        .map(|t| {
+            let p = q.producer();
+            thread::spawn(move || {
+                for i in 0..n {
+                    let _ = p.push((t, i), 7).unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut last = [None::<u64>; 2];
+    let mut seen = 0;
+    while seen < 2 * n {
+        if let Some(e) = q.pop_due(7) {
+            let (t, i) = e.item;
+            assert!(last[t as usize].map_or(true, |l| l < i), "producer {t}: {i} after {last:?}");
+            last[t as usize] = Some(i);
+            seen += 1;
+        } else {
+            thread::yield_now();
+        }
+    }
+    hs.into_iter().for_each(|h| h.join().unwrap());
+}
+
+#[test]
+fn front_pushes_go_first_newest_first() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let _ = p.push("due", 0).unwrap();
+    let _ = p.push_front("f1").unwrap();
+    let _ = p.push_front("f2").unwrap();
+    assert_eq!(q.len(), 3);
+    let _ = p.push_front("f3").unwrap();
+    assert_eq!(pop_all(&mut q, 0), ["f3", "f2", "f1", "due"]);
+}
+
+#[test]
+fn cancel_before_sweep() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let (t, _) = p.push_cancellable("x", Push::at(1)).unwrap();
+    let _ = p.push("y", 2).unwrap();
+    assert!(t.is_pending());
+    assert!(t.cancel());
+    assert!(!t.cancel());
+    assert!(!t.is_pending());
+    assert_eq!(pop_all(&mut q, 10), ["y"]);
+}
+
+#[test]
+fn cancel_after_sweep_and_after_pop() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let (t1, _) = p.push_cancellable(1, Push::at(1)).unwrap();
+    let (t2, _) = p.push_cancellable(2, Push::at(2)).unwrap();
+    assert_eq!(q.len(), 2);
+    assert!(t2.cancel());
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.pop_due(10).map(|e| e.item), Some(1));
+    assert!(!t1.cancel(), "a popped item cannot be cancelled");
+    assert_eq!(q.pop_due(10).map(|e| e.item), None);
+}
+
+struct Counted(Arc<AtomicUsize>);
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn cancelled_items_are_dropped_by_the_consumer_exactly_once() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let tickets: Vec<_> = (0..10)
+        .map(|i| p.push_cancellable(Counted(drops.clone()), Push::at(i)).unwrap().0)
+        .collect();
+    for t in &tickets[..5] {
+        assert!(t.cancel());
+    }
+    assert_eq!(drops.load(Ordering::SeqCst), 0, "cancel itself does not drop");
+    q.maintain();
+    assert_eq!(drops.load(Ordering::SeqCst), 5);
+    drop(tickets);
+    drop(q);
+    assert_eq!(drops.load(Ordering::SeqCst), 10);
+}
+
+#[test]
+fn cancel_racing_pop_has_one_winner() {
+    let rounds = if cfg!(miri) { 20 } else { 20_000 };
+    let mut wins = [0usize; 2];
+    for _ in 0..rounds {
+        let mut q = DeliQueue::new();
+        let p = q.producer();
+        let (t, _) = p.push_cancellable(1u8, Push::at(0)).unwrap();
+        let h = thread::spawn(move || t.cancel());
+        let popped = q.pop_due(0).is_some();
+        let cancelled = h.join().unwrap();
+        assert!(popped != cancelled, "popped {popped}, cancelled {cancelled}");
+        wins[popped as usize] += 1;
+    }
+    assert_eq!(wins[0] + wins[1], rounds);
+}
+
+#[test]
+fn remove_where_and_any_match_tags() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    for i in 0..10u64 {
+        let _ = p.push_with(i, Push::at(i).tag(i % 3)).unwrap();
+    }
+    let _ = p.push(100, 0).unwrap(); // untagged
+    assert_eq!(q.len(), 11);
+    assert!(p.any(|i| i.tag() == Some(1)));
+    assert_eq!(p.remove_where(|i| i.tag() == Some(1)), 3);
+    assert!(!p.any(|i| i.tag() == Some(1)));
+    assert_eq!(p.remove_where(|i| i.tag() == Some(1)), 0);
+    assert_eq!(p.remove_where(|i| i.tag().is_none()), 1);
+    assert_eq!(q.len(), 7);
+    assert_eq!(pop_all(&mut q, 100), [0, 2, 3, 5, 6, 8, 9]);
+}
+
+#[test]
+fn remove_where_sees_user_flags_and_when() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let _ = p.push_with('a', Push::at(5).flags(1)).unwrap();
+    let _ = p.push_with('b', Push::at(6)).unwrap();
+    assert_eq!(p.remove_where(|i| i.flags() & 1 != 0), 1);
+    assert_eq!(p.remove_where(|i| i.when() > 100), 0);
+    assert_eq!(pop_all(&mut q, 10), ['b']);
+}
+
+#[test]
+fn close_hands_back_later_pushes_and_drain_returns_earlier_ones() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    for i in 0..5 {
+        let _ = p.push(Counted(drops.clone()), 1000 + i).unwrap();
+    }
+    q.close();
+    assert!(p.is_closed());
+    let back = p.push(Counted(drops.clone()), 0).unwrap_err().into_inner();
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    drop(back);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    let drained = q.drain();
+    assert_eq!(drained.len(), 5);
+    assert!(drained.windows(2).all(|w| w[0].when < w[1].when));
+    drop(drained);
+    assert_eq!(drops.load(Ordering::SeqCst), 6);
+    assert!(q.is_empty());
+}
+
+#[test]
+fn close_racing_push_loses_nothing() {
+    let rounds = if cfg!(miri) { 5 } else { 500 };
+    for _ in 0..rounds {
+        let mut q = DeliQueue::new();
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let p = q.producer();
+                thread::spawn(move || {
+                    let mut rejected = 0;
+                    for i in 0..100u32 {
+                        if p.push(i, 0).is_err() {
+                            rejected += 1;
+                        }
+                    }
+                    rejected
+                })
+            })
+            .collect();
+        let mut popped = 0;
+        for _ in 0..3 {
+            popped += usize::from(q.pop_due(0).is_some());
+        }
+        q.close();
+        let drained = q.drain().len();
+        let rejected: usize = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(popped + drained + rejected, 200);
+    }
+}
+
+#[test]
+fn dropping_the_queue_drops_every_item_once() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let q = DeliQueue::new();
+    let p = q.producer();
+    let mut tickets = Vec::new();
+    for i in 0..20 {
+        let (t, _) = p.push_cancellable(Counted(drops.clone()), Push::at(i)).unwrap();
+        tickets.push(t);
+    }
+    drop(q);
+    assert_eq!(drops.load(Ordering::SeqCst), 20);
+    assert!(tickets.iter().all(|t| !t.cancel()), "drained items cannot be cancelled");
+    assert!(p.push(Counted(drops.clone()), 0).is_err());
+    assert_eq!(drops.load(Ordering::SeqCst), 21);
+}
+
+#[test]
+fn wake_is_requested_once_per_sleep_and_never_when_awake() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    assert!(!p.push(1, 0).unwrap().wake, "awake consumer");
+    assert!(!q.prepare_sleep(None), "unswept work: must not sleep");
+    q.maintain();
+    assert!(q.prepare_sleep(Some(100)));
+    assert!(!p.push(2, 200).unwrap().wake, "due after the deadline: no wake");
+    assert!(p.push(3, 50).unwrap().wake, "due before the deadline");
+    assert!(!p.push(4, 10).unwrap().wake, "already woken once");
+    q.wake();
+    assert!(!p.push(5, 10).unwrap().wake);
+}
+
+#[test]
+fn heavy_cancellation_compacts_the_heap() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let n = if cfg!(miri) { 100 } else { 10_000 };
+    let tickets: Vec<_> =
+        (0..n).map(|i| p.push_cancellable(i, Push::at(1_000_000 + i)).unwrap().0).collect();
+    q.maintain();
+    for t in &tickets[..n as usize - 10] {
+        assert!(t.cancel());
+    }
+    assert_eq!(q.len(), 10);
+    assert!(q.heap_len() < n as usize / 2, "heap kept {} entries", q.heap_len());
+    drop(tickets);
+    q.maintain();
+    q.maintain();
+    assert!(q.limbo_len() < 2048, "limbo {}", q.limbo_len());
+}
+
+#[test]
+fn limbo_stays_bounded_while_walkers_run() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let walker = {
+        let p = p.clone();
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let mut walks = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                p.any(|i| i.tag() == Some(u64::MAX));
+                walks += 1;
+            }
+            walks
+        })
+    };
+    let n = if cfg!(miri) { 200 } else { 200_000 };
+    let mut max_limbo = 0;
+    for i in 0..n {
+        let _ = p.push(i, 0).unwrap();
+        assert_eq!(q.pop_due(0).map(|e| e.item), Some(i));
+        max_limbo = max_limbo.max(q.limbo_len());
+    }
+    stop.store(true, Ordering::Relaxed);
+    walker.join().unwrap();
+    assert!(max_limbo <= 2048, "limbo reached {max_limbo}");
+}
