@@ -314,6 +314,7 @@ impl<T> DeliQueue<T> {
             // retired after this processing; a handed-back node only freed
             // from limbo), and the swap (Acquire) synchronises with the push.
             let n = unsafe { &*node };
+            n.check_alive();
             // SAFETY: written by the pusher before its Release CAS.
             let next = n.free_next.with(|p| unsafe { *p });
             if n.state.load(Ordering::Acquire) & RETIRED != 0 {
@@ -345,6 +346,7 @@ impl<T> DeliQueue<T> {
     fn finish_heap_entry(&mut self, node: *mut Node<T>) -> Option<Popped<T>> {
         // SAFETY: heap entries point at live nodes.
         let n = unsafe { &*node };
+        n.check_alive();
         // SAFETY: consumer only.
         unsafe { n.set_local(HEAP_DONE) };
         if n.claim(TAKEN) {

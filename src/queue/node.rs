@@ -65,6 +65,10 @@ pub(crate) struct Node<T> {
     pub(crate) when: u64,
     pub(crate) tag: u64,
     pub(crate) payload: UnsafeCell<MaybeUninit<T>>,
+    /// Under loom, nodes are never deallocated but marked dead, so that a
+    /// use after "free" fails the model instead of going unseen.
+    #[cfg(loom)]
+    dead: std::sync::atomic::AtomicBool,
 }
 
 impl<T> Node<T> {
@@ -79,6 +83,8 @@ impl<T> Node<T> {
             when,
             tag,
             payload: UnsafeCell::new(MaybeUninit::new(item)),
+            #[cfg(loom)]
+            dead: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -100,6 +106,13 @@ impl<T> Node<T> {
                 Err(actual) => cur = actual,
             }
         }
+    }
+
+    /// Under loom: fails the model if the node was freed. Otherwise free.
+    #[inline(always)]
+    pub(crate) fn check_alive(&self) {
+        #[cfg(loom)]
+        assert!(!self.dead.load(std::sync::atomic::Ordering::SeqCst), "use after free of a node");
     }
 
     pub(crate) fn is_queued(&self) -> bool {
@@ -138,6 +151,13 @@ impl<T> Node<T> {
     /// `node` came from [`Node::alloc`], no thread can reach it any more, and
     /// its payload was taken or dropped.
     pub(crate) unsafe fn free(node: *mut Node<T>) {
+        #[cfg(loom)]
+        {
+            // SAFETY: see the contract.
+            let dead = unsafe { &(*node).dead };
+            assert!(!dead.swap(true, std::sync::atomic::Ordering::SeqCst), "double free of a node");
+        }
+        #[cfg(not(loom))]
         // SAFETY: see the contract; `MaybeUninit` does not drop the payload.
         drop(unsafe { Box::from_raw(node) });
     }

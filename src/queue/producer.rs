@@ -279,6 +279,8 @@ impl<T> Producer<T> {
         let _guard = self.shared.gate.enter();
         let mut node = self.shared.top();
         while !node.is_null() {
+            // SAFETY: as below.
+            unsafe { (*node).check_alive() };
             if f(node) {
                 return true;
             }
@@ -333,6 +335,8 @@ impl<T> Ticket<T> {
     pub fn cancel(&self) -> bool {
         let node = self.node.as_ptr();
         // SAFETY: the ticket holds a reference, so the node is alive.
+        unsafe { (*node).check_alive() };
+        // SAFETY: as above.
         if unsafe { (*node).claim(REMOVED) } {
             // SAFETY: this thread won QUEUED->REMOVED.
             unsafe { self.shared.push_free(node) };
