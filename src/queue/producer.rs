@@ -291,7 +291,14 @@ impl<T> Producer<T> {
         false
     }
 
-    /// Whether the consumer closed the queue.
+    /// Closes the queue from the producer side: every later push fails and
+    /// hands its item back. The consumer still drains what was accepted.
+    /// Returns whether this call closed it.
+    pub fn close(&self) -> bool {
+        self.shared.close()
+    }
+
+    /// Whether the queue was closed.
     pub fn is_closed(&self) -> bool {
         self.shared.is_closed()
     }

@@ -1,0 +1,89 @@
+//! Which looper runs on this thread right now.
+//!
+//! `CURRENT` points at the running looper's core while `block_on`, `run`,
+//! `turn` or `dispatch_ready` is on the stack, and is null otherwise. It lets
+//! a waker on the loop thread skip the queue (the local lane), and lets
+//! `spawn`, `sleep` and friends find their looper.
+
+use std::cell::Cell;
+use std::ptr;
+use std::sync::Arc;
+
+use crate::handle::Remote;
+use crate::looper::Core;
+
+thread_local! {
+    static CURRENT: Cell<*const Core> = const { Cell::new(ptr::null()) };
+}
+
+/// Marks a looper as running on this thread until dropped.
+pub(crate) struct Enter {
+    prev: *const Core,
+}
+
+impl Enter {
+    /// # Panics
+    /// If a looper already runs on this thread.
+    pub(crate) fn new(core: &Core, what: &str) -> Enter {
+        CURRENT.with(|c| {
+            if !c.get().is_null() {
+                panic!(
+                    "deliloop: {what} called while a Looper is already running on this thread \
+                     (block_on/run cannot nest, and only one Looper runs per thread at a time)"
+                );
+            }
+            c.set(core);
+        });
+        Enter { prev: ptr::null() }
+    }
+
+    /// Enters even if another looper runs (used by drop), restoring it after.
+    pub(crate) fn force(core: &Core) -> Enter {
+        Enter { prev: CURRENT.with(|c| c.replace(core)) }
+    }
+}
+
+impl Drop for Enter {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.prev));
+    }
+}
+
+/// Runs `f` with the running core, if the one running here is looper `id`.
+#[inline]
+pub(crate) fn with_core<R>(id: u64, f: impl FnOnce(&Core) -> R) -> Option<R> {
+    CURRENT.with(|c| {
+        let core = c.get();
+        if core.is_null() {
+            return None;
+        }
+        // SAFETY: CURRENT is non-null only while an `Enter` for that core is
+        // alive on this thread's stack, and the looper it belongs to outlives
+        // that guard.
+        let core = unsafe { &*core };
+        (core.remote.id == id).then(|| f(core))
+    })
+}
+
+/// Runs `f` with whatever core runs on this thread.
+pub(crate) fn with_any_core<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
+    CURRENT.with(|c| {
+        let core = c.get();
+        // SAFETY: as in `with_core`.
+        f((!core.is_null()).then(|| unsafe { &*core }))
+    })
+}
+
+/// The remote side of the running looper.
+///
+/// # Panics
+/// Outside a running looper, naming `what`.
+pub(crate) fn current_remote(what: &str) -> Arc<Remote> {
+    with_any_core(|core| match core {
+        Some(core) => core.remote.clone(),
+        None => panic!(
+            "deliloop: {what} must be called inside a task or callback of a running Looper \
+             (inside block_on, run, turn or dispatch_ready)"
+        ),
+    })
+}

@@ -1,0 +1,353 @@
+//! `Handle`: the thread-safe side of a looper, like Android's `Handler`.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::PostError;
+use crate::message::{unerase, Entry, MessageBuilder, MessageId, MessageInfo, Tag, When};
+use crate::queue::{Closed, Producer, Push};
+use crate::task::{self, Task};
+use crate::time::Sleep;
+
+pub(crate) const RUNNING: u8 = 0;
+pub(crate) const QUIT: u8 = 1;
+pub(crate) const QUIT_SAFELY: u8 = 2;
+
+/// What every thread shares with a looper.
+pub(crate) struct Remote {
+    pub(crate) id: u64,
+    pub(crate) producer: Producer<Entry>,
+    pub(crate) waker: mio::Waker,
+    pub(crate) origin: Instant,
+    /// Wake-up syscalls made by posters (at most one per park).
+    pub(crate) wakeups: AtomicU64,
+    pub(crate) quit_mode: AtomicU8,
+}
+
+impl Remote {
+    /// Ticks (ns since the looper's origin) of `when`; the past is 0.
+    pub(crate) fn ticks_at(&self, when: Instant) -> u64 {
+        nanos(when.saturating_duration_since(self.origin))
+    }
+
+    pub(crate) fn now_ticks(&self) -> u64 {
+        self.ticks_at(Instant::now())
+    }
+
+    /// `now + delay`, saturating: `Duration::MAX` is "never".
+    pub(crate) fn ticks_after(&self, delay: Duration) -> u64 {
+        self.now_ticks().saturating_add(nanos(delay)).min(NEVER)
+    }
+
+    pub(crate) fn instant_of(&self, ticks: u64) -> Instant {
+        self.origin.checked_add(Duration::from_nanos(ticks)).unwrap_or(self.origin)
+    }
+
+    pub(crate) fn push(&self, entry: Entry, opts: Push) -> Result<(), Closed<Entry>> {
+        let pushed = self.producer.push_with(entry, opts)?;
+        if pushed.wake {
+            self.wake_loop();
+        }
+        Ok(())
+    }
+
+    pub(crate) fn push_cancellable(
+        &self,
+        entry: Entry,
+        opts: Push,
+    ) -> Result<MessageId, Closed<Entry>> {
+        let (ticket, pushed) = self.producer.push_cancellable(entry, opts)?;
+        if pushed.wake {
+            self.wake_loop();
+        }
+        Ok(MessageId { ticket })
+    }
+
+    pub(crate) fn wake_loop(&self) {
+        self.wakeups.fetch_add(1, Ordering::Relaxed);
+        // An eventfd write; it can only fail if the counter would overflow,
+        // and then the loop is awake anyway.
+        let _ = self.waker.wake();
+    }
+
+    fn quit(&self, mode: u8) {
+        let _ = self.quit_mode.compare_exchange(RUNNING, mode, Ordering::AcqRel, Ordering::Acquire);
+        if self.producer.close() {
+            self.wake_loop();
+        }
+    }
+}
+
+/// Ticks that never come.
+pub(crate) const NEVER: u64 = u64::MAX - 1;
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(NEVER).min(NEVER)
+}
+
+/// A handle to a [`Looper`](crate::Looper): `Send + Sync + Clone`, usable
+/// from any thread. It spawns tasks and posts closures (one CAS each, no
+/// lock), removes pending ones, and quits the loop.
+///
+/// ```
+/// use std::sync::mpsc;
+/// use deliloop::Looper;
+///
+/// let looper = Looper::new().unwrap();
+/// let handle = looper.handle();
+/// let (tx, rx) = mpsc::channel();
+/// std::thread::spawn(move || {
+///     handle.post(move || tx.send("from a thread").unwrap()).unwrap();
+///     handle.quit_safely();
+/// });
+/// looper.run();
+/// assert_eq!(rx.recv().unwrap(), "from a thread");
+/// ```
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) remote: Arc<Remote>,
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle").field("looper", &self.remote.id).finish()
+    }
+}
+
+impl Handle {
+    /// Spawns a `Send` future on the looper; it is first polled on the loop
+    /// thread. The [`Task`] is its join handle: dropping it cancels the
+    /// task, [`Task::detach`] lets it run on.
+    ///
+    /// If the looper has quit, the task is cancelled at once: awaiting it
+    /// panics, [`Task::fallible`] gives `None`.
+    ///
+    /// ```
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// let task = looper.handle().spawn(async { 6 * 7 });
+    /// assert_eq!(looper.block_on(task), 42);
+    /// ```
+    pub fn spawn<F>(&self, future: F) -> Task<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        task::spawn(&self.remote, future)
+    }
+
+    /// Spawns a future whose first poll happens no earlier than `delay` from
+    /// now. Dropping the [`Task`] before then cancels its timer and drops
+    /// the future unpolled.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// let start = Instant::now();
+    /// let task = looper.handle().spawn_after(Duration::from_millis(5), async move { start.elapsed() });
+    /// assert!(looper.block_on(task) >= Duration::from_millis(5));
+    /// ```
+    pub fn spawn_after<F>(&self, delay: Duration, future: F) -> Task<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let sleep = Sleep::on(self.remote.clone(), self.remote.ticks_after(delay));
+        self.spawn(async move {
+            sleep.await;
+            future.await
+        })
+    }
+
+    /// Spawns a future whose first poll happens no earlier than `when`
+    /// (an instant in the past means now).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// let at = Instant::now() + Duration::from_millis(3);
+    /// let task = looper.handle().spawn_at(at, async move { Instant::now() });
+    /// assert!(looper.block_on(task) >= at);
+    /// ```
+    pub fn spawn_at<F>(&self, when: Instant, future: F) -> Task<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let sleep = Sleep::on(self.remote.clone(), self.remote.ticks_at(when));
+        self.spawn(async move {
+            sleep.await;
+            future.await
+        })
+    }
+
+    /// Posts a closure to run on the loop thread, after everything already
+    /// due. One CAS; a syscall only if the loop sleeps.
+    ///
+    /// # Errors
+    /// [`PostError::Quit`] with the closure if the looper has quit.
+    ///
+    /// ```
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// let h = looper.handle();
+    /// let h2 = h.clone();
+    /// h.post(move || h2.quit()).unwrap();
+    /// looper.run();
+    /// ```
+    pub fn post<F: FnOnce() + Send + 'static>(&self, f: F) -> Result<MessageId, PostError<F>> {
+        self.post_message(f, When::Now, None, 0)
+    }
+
+    /// Posts a closure to run `delay` from now (saturating).
+    ///
+    /// # Errors
+    /// [`PostError::Quit`] with the closure if the looper has quit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// let h = looper.handle();
+    /// let h2 = h.clone();
+    /// h.post_delayed(Duration::from_millis(2), move || h2.quit()).unwrap();
+    /// looper.run();
+    /// ```
+    pub fn post_delayed<F: FnOnce() + Send + 'static>(
+        &self,
+        delay: Duration,
+        f: F,
+    ) -> Result<MessageId, PostError<F>> {
+        self.post_message(f, When::Delay(delay), None, 0)
+    }
+
+    /// Posts a closure to run at `when` (the past means now).
+    ///
+    /// # Errors
+    /// [`PostError::Quit`] with the closure if the looper has quit.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// let h = looper.handle();
+    /// let h2 = h.clone();
+    /// h.post_at(Instant::now(), move || h2.quit()).unwrap();
+    /// looper.run();
+    /// ```
+    pub fn post_at<F: FnOnce() + Send + 'static>(
+        &self,
+        when: Instant,
+        f: F,
+    ) -> Result<MessageId, PostError<F>> {
+        self.post_message(f, When::At(when), None, 0)
+    }
+
+    /// Posts a closure before everything already queued; among front posts
+    /// the newest runs first, as Android's `postAtFrontOfQueue`.
+    ///
+    /// # Errors
+    /// [`PostError::Quit`] with the closure if the looper has quit.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// let h = looper.handle();
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let l = log.clone();
+    /// h.post(move || l.lock().unwrap().push("normal")).unwrap();
+    /// let l = log.clone();
+    /// h.post_at_front(move || l.lock().unwrap().push("front")).unwrap();
+    /// let h2 = h.clone();
+    /// h.post(move || h2.quit()).unwrap();
+    /// looper.run();
+    /// assert_eq!(*log.lock().unwrap(), ["front", "normal"]);
+    /// ```
+    pub fn post_at_front<F: FnOnce() + Send + 'static>(
+        &self,
+        f: F,
+    ) -> Result<MessageId, PostError<F>> {
+        self.post_message(f, When::Front, None, 0)
+    }
+
+    /// Starts building a message with a tag, delay, due time or the
+    /// asynchronous flag; see [`MessageBuilder`].
+    pub fn message<F: FnOnce() + Send + 'static>(&self, f: F) -> MessageBuilder<F> {
+        MessageBuilder { handle: self.clone(), f, tag: None, when: When::Now, asynchronous: false }
+    }
+
+    pub(crate) fn post_message<F: FnOnce() + Send + 'static>(
+        &self,
+        f: F,
+        when: When,
+        tag: Option<Tag>,
+        flags: u8,
+    ) -> Result<MessageId, PostError<F>> {
+        let remote = &self.remote;
+        let mut opts = match when {
+            When::Now => Push::at(remote.now_ticks()),
+            When::Delay(d) => Push::at(remote.ticks_after(d)),
+            When::At(t) => Push::at(remote.ticks_at(t)),
+            When::Front => Push::front(),
+        };
+        if let Some(Tag(t)) = tag {
+            opts = opts.tag(t);
+        }
+        opts = opts.flags(flags);
+        remote
+            .push_cancellable(Entry::Message(Box::new(f)), opts)
+            .map_err(|closed| PostError::Quit(unerase::<F>(closed.into_inner())))
+    }
+
+    /// Cancels every pending message with this tag; returns how many. From
+    /// any thread, lock-free.
+    pub fn remove(&self, tag: Tag) -> usize {
+        self.remote.producer.remove_where(|i| i.tag() == Some(tag.0))
+    }
+
+    /// Cancels every pending message for which `pred` is true; returns how
+    /// many. Tasks and timers carry no tag and no flags; a predicate that
+    /// matches them by time alone cancels them too (a cancelled task is
+    /// dropped, as if its `Task` handle had been dropped).
+    pub fn remove_where(&self, mut pred: impl FnMut(&MessageInfo) -> bool) -> usize {
+        let origin = self.remote.origin;
+        self.remote.producer.remove_where(|info| pred(&MessageInfo { info: *info, origin }))
+    }
+
+    /// Whether a message with this tag is pending.
+    pub fn has(&self, tag: Tag) -> bool {
+        self.remote.producer.any(|i| i.tag() == Some(tag.0))
+    }
+
+    /// Stops the loop: from now on every post fails with
+    /// [`PostError::Quit`]; pending messages, timers and tasks are dropped
+    /// (each once, counted in [`Stats::dropped_on_quit`](crate::stats::Stats))
+    /// and tasks are cancelled. `run` returns. Idempotent.
+    pub fn quit(&self) {
+        self.remote.quit(QUIT);
+    }
+
+    /// Like [`quit`](Self::quit), but first runs what is already due; the
+    /// ones due later are dropped and counted.
+    pub fn quit_safely(&self) {
+        self.remote.quit(QUIT_SAFELY);
+    }
+
+    /// Whether `quit` or `quit_safely` was called.
+    pub fn is_quit(&self) -> bool {
+        self.remote.producer.is_closed()
+    }
+}

@@ -1,0 +1,225 @@
+//! What the loop's one queue carries, and the message API on top of it:
+//! tags, message info, the message builder and cancel handles.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_task::Runnable;
+use futures::task::AtomicWaker;
+
+use crate::error::PostError;
+use crate::handle::Handle;
+use crate::queue::{ItemInfo, Ticket};
+
+/// User flag bit: the message is asynchronous (Android's
+/// `Message.setAsynchronous`).
+pub(crate) const ASYNC: u8 = 1;
+
+/// One entry of the loop's queue.
+pub(crate) enum Entry {
+    /// A task to poll: a wake is a push with `when = now`.
+    Task(Runnable),
+    /// A timer to fire: wake whoever waits on it.
+    Timer(Arc<TimerCell>),
+    /// A posted closure.
+    Message(Box<dyn Message>),
+    /// Wakes the loop so it re-polls the future given to `block_on`.
+    WakeMain,
+}
+
+/// A timer's shared state: whether it fired, and who to wake. The waker is
+/// replaced in place on re-poll, so a re-poll never re-inserts the timer.
+#[derive(Default)]
+pub(crate) struct TimerCell {
+    pub(crate) fired: AtomicBool,
+    pub(crate) waker: AtomicWaker,
+}
+
+/// A posted closure, type-erased, that can be turned back into its concrete
+/// type when a post fails.
+pub(crate) trait Message: Send {
+    fn run(self: Box<Self>);
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+impl<F: FnOnce() + Send + 'static> Message for F {
+    fn run(self: Box<Self>) {
+        (*self)()
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+}
+
+/// Gets the closure back out of an entry that was refused.
+pub(crate) fn unerase<F: 'static>(entry: Entry) -> F {
+    match entry {
+        Entry::Message(m) => *m.into_any().downcast::<F>().expect("a post returns its own payload"),
+        _ => unreachable!("a message post returns a message entry"),
+    }
+}
+
+/// A tag that marks messages for [`Handle::remove`] and [`Handle::has`]
+/// (Android's `what`).
+///
+/// ```
+/// use deliloop::{Looper, Tag};
+///
+/// let looper = Looper::new().unwrap();
+/// let h = looper.handle();
+/// h.message(|| {}).tag(Tag(7)).post().unwrap();
+/// assert!(h.has(Tag(7)));
+/// assert_eq!(h.remove(Tag(7)), 1);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tag(pub u64);
+
+/// What [`Handle::remove_where`] sees of a pending message or task.
+///
+/// ```
+/// use std::time::Duration;
+/// use deliloop::{Looper, Tag};
+///
+/// let looper = Looper::new().unwrap();
+/// let h = looper.handle();
+/// h.message(|| {}).tag(Tag(1)).delay(Duration::from_secs(60)).post().unwrap();
+/// h.message(|| {}).tag(Tag(2)).asynchronous().post().unwrap();
+/// assert_eq!(h.remove_where(|m| m.is_asynchronous()), 1);
+/// assert_eq!(h.remove_where(|m| m.tag() == Some(Tag(1))), 1);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageInfo {
+    pub(crate) info: ItemInfo,
+    pub(crate) origin: Instant,
+}
+
+impl MessageInfo {
+    /// The message's tag, if it has one.
+    pub fn tag(&self) -> Option<Tag> {
+        self.info.tag().map(Tag)
+    }
+
+    /// When it is due (a front-of-queue post reports the looper's start).
+    pub fn when(&self) -> Instant {
+        self.origin + Duration::from_nanos(self.info.when())
+    }
+
+    /// Whether it was posted with [`MessageBuilder::asynchronous`].
+    pub fn is_asynchronous(&self) -> bool {
+        self.info.flags() & ASYNC != 0
+    }
+}
+
+/// A handle to one posted message. [`cancel`](MessageId::cancel) removes it
+/// if it has not run; dropping the id does nothing (the message still runs).
+///
+/// ```
+/// use std::time::Duration;
+/// use deliloop::Looper;
+///
+/// let looper = Looper::new().unwrap();
+/// let id = looper.handle().post_delayed(Duration::from_secs(60), || unreachable!()).unwrap();
+/// assert!(id.cancel());
+/// assert!(!id.cancel());
+/// ```
+pub struct MessageId {
+    pub(crate) ticket: Ticket<Entry>,
+}
+
+impl MessageId {
+    /// Cancels the message: `true` means it will never run (its closure is
+    /// dropped on the loop thread soon after); `false` means it already ran,
+    /// was cancelled, or was dropped by quit. One CAS, lock-free, from any
+    /// thread.
+    pub fn cancel(&self) -> bool {
+        self.ticket.cancel()
+    }
+
+    /// Whether the message is still waiting to run.
+    pub fn is_pending(&self) -> bool {
+        self.ticket.is_pending()
+    }
+}
+
+impl fmt::Debug for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MessageId").field("pending", &self.is_pending()).finish()
+    }
+}
+
+/// Builds a message with a tag, a delay or due time, or the asynchronous
+/// flag; from [`Handle::message`].
+///
+/// ```
+/// use std::time::Duration;
+/// use deliloop::{Looper, Tag};
+///
+/// let looper = Looper::new().unwrap();
+/// let h = looper.handle();
+/// let id = h.message(|| println!("tick"))
+///     .tag(Tag(3))
+///     .delay(Duration::from_millis(5))
+///     .post()
+///     .unwrap();
+/// assert!(id.is_pending());
+/// ```
+#[must_use = "a message is posted only by `.post()`"]
+pub struct MessageBuilder<F> {
+    pub(crate) handle: Handle,
+    pub(crate) f: F,
+    pub(crate) tag: Option<Tag>,
+    pub(crate) when: When,
+    pub(crate) asynchronous: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum When {
+    Now,
+    Delay(Duration),
+    At(Instant),
+    Front,
+}
+
+impl<F: FnOnce() + Send + 'static> MessageBuilder<F> {
+    /// Tags the message.
+    pub fn tag(mut self, tag: Tag) -> Self {
+        self.tag = Some(tag);
+        self
+    }
+
+    /// Runs it `delay` from now (saturating: `Duration::MAX` never comes).
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.when = When::Delay(delay);
+        self
+    }
+
+    /// Runs it at `when` (an instant in the past means now).
+    pub fn at(mut self, when: Instant) -> Self {
+        self.when = When::At(when);
+        self
+    }
+
+    /// Puts it at the front of the queue.
+    pub fn front(mut self) -> Self {
+        self.when = When::Front;
+        self
+    }
+
+    /// Marks it asynchronous: sync barriers do not hold it back.
+    pub fn asynchronous(mut self) -> Self {
+        self.asynchronous = true;
+        self
+    }
+
+    /// Posts it.
+    ///
+    /// # Errors
+    /// [`PostError::Quit`] with the closure if the looper has quit.
+    pub fn post(self) -> Result<MessageId, PostError<F>> {
+        let flags = if self.asynchronous { ASYNC } else { 0 };
+        self.handle.post_message(self.f, self.when, self.tag, flags)
+    }
+}

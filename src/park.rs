@@ -1,0 +1,103 @@
+//! Parking the loop thread: `mio::Poll` with a `mio::Waker`, plus a
+//! `timerfd` armed to the next deadline, because epoll's timeout has whole
+//! millisecond resolution and timer slack while a timerfd fires within
+//! microseconds.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Registry, Token};
+
+pub(crate) const WAKER: Token = Token(0);
+const TIMER: Token = Token(1);
+
+pub(crate) struct Parker {
+    poll: Poll,
+    events: Events,
+    timer: Option<OwnedFd>,
+}
+
+impl Parker {
+    pub(crate) fn new() -> io::Result<(Parker, mio::Waker)> {
+        let poll = Poll::new()?;
+        let waker = mio::Waker::new(poll.registry(), WAKER)?;
+        // Without a timerfd (fd exhaustion, old kernel) parking falls back to
+        // epoll's millisecond timeout: coarser, never wrong.
+        let timer = timerfd_create().ok();
+        if let Some(fd) = &timer {
+            poll.registry().register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
+        }
+        Ok((Parker { poll, events: Events::with_capacity(64), timer }, waker))
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn registry(&self) -> &Registry {
+        self.poll.registry()
+    }
+
+    /// Sleeps until a wake-up, an I/O event, or `timeout`.
+    pub(crate) fn park(&mut self, timeout: Option<Duration>) {
+        let poll_timeout = match (timeout, &self.timer) {
+            (Some(d), _) if d.is_zero() => Some(Duration::ZERO),
+            (Some(d), Some(fd)) if arm(fd, d).is_ok() => None,
+            (t, _) => t,
+        };
+        match self.poll.poll(&mut self.events, poll_timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => panic!("deliloop: epoll_wait failed: {e}"),
+        }
+        for event in self.events.iter() {
+            if event.token() == TIMER {
+                if let Some(fd) = &self.timer {
+                    drain(fd);
+                }
+            }
+        }
+    }
+}
+
+impl AsRawFd for Parker {
+    fn as_raw_fd(&self) -> RawFd {
+        self.poll.as_raw_fd()
+    }
+}
+
+fn timerfd_create() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the result is checked before use.
+    let fd = unsafe {
+        libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC)
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Arms the timer to fire once, `d` from now.
+fn arm(fd: &OwnedFd, d: Duration) -> io::Result<()> {
+    let d = d.max(Duration::from_nanos(1));
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        it_value: libc::timespec {
+            tv_sec: d.as_secs().min(i64::MAX as u64 / 2) as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        },
+    };
+    // SAFETY: `fd` is a valid timerfd and `spec` a valid itimerspec.
+    let r = unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Reads the expiration count so the fd is no longer readable.
+fn drain(fd: &OwnedFd) {
+    let mut buf = [0u8; 8];
+    // SAFETY: reading 8 bytes into an 8-byte buffer from a valid fd.
+    let _ = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+}

@@ -1,0 +1,108 @@
+//! Tasks on `async-task`: spawning, scheduling (the local lane or the
+//! queue), and the registry of live tasks that quit and drop cancel.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+pub use async_task::Task;
+use async_task::{Builder, Runnable};
+
+use crate::context;
+use crate::handle::Remote;
+use crate::message::Entry;
+use crate::queue::Push;
+
+/// Spawns a `Send` future on the looper behind `remote`.
+pub(crate) fn spawn<F>(remote: &Arc<Remote>, future: F) -> Task<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let r = remote.clone();
+    let (runnable, task) = Builder::new()
+        .propagate_panic(true)
+        .spawn(move |()| Registered::new(future, r.id), schedule_fn(remote.clone(), false));
+    runnable.schedule();
+    task
+}
+
+/// Spawns a `!Send` future; must be called on the loop thread.
+pub(crate) fn spawn_local<F>(remote: &Arc<Remote>, future: F) -> Task<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let id = remote.id;
+    let (runnable, task) = Builder::new()
+        .propagate_panic(true)
+        .spawn_local(move |()| Registered::new(future, id), schedule_fn(remote.clone(), true));
+    runnable.schedule();
+    task
+}
+
+fn schedule_fn(remote: Arc<Remote>, local: bool) -> impl Fn(Runnable) + Send + Sync + 'static {
+    move |runnable| schedule(&remote, runnable, local)
+}
+
+/// A wake: on the loop thread, straight into the local lane (no atomics);
+/// from elsewhere, one push onto the queue, due now.
+fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
+    let mut slot = Some(runnable);
+    if context::with_core(remote.id, |core| core.schedule_local(slot.take())).is_some() {
+        return;
+    }
+    let Some(runnable) = slot else { return };
+    if let Err(closed) = remote.push(Entry::Task(runnable), Push::at(remote.now_ticks())) {
+        let Entry::Task(runnable) = closed.into_inner() else { unreachable!() };
+        if local {
+            // The looper is gone and this is not its thread: a `!Send`
+            // future cannot be dropped here. It is leaked (never polled
+            // again), which is safe.
+            std::mem::forget(runnable);
+        } else {
+            // Dropping the runnable cancels the task: its awaiter sees it.
+            drop(runnable);
+        }
+    }
+}
+
+/// Wraps a task's future so that, once polled on its loop, it is listed in
+/// the loop's registry of live tasks (which quit and drop cancel), and
+/// unlisted when the future is dropped.
+struct Registered<F> {
+    future: F,
+    looper: u64,
+    key: Option<usize>,
+}
+
+impl<F> Registered<F> {
+    fn new(future: F, looper: u64) -> Self {
+        Registered { future, looper, key: None }
+    }
+}
+
+impl<F: Future> Future for Registered<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `future` is structurally pinned (never moved out); the other
+        // fields are plain data that is never pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        if this.key.is_none() {
+            this.key = context::with_core(this.looper, |core| core.register_task(cx.waker()))
+                .flatten();
+        }
+        // SAFETY: see above.
+        unsafe { Pin::new_unchecked(&mut this.future) }.poll(cx)
+    }
+}
+
+impl<F> Drop for Registered<F> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            context::with_core(self.looper, |core| core.unregister_task(key));
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! `Sleep`: a future that completes at a deadline.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use crate::context;
+use crate::handle::Remote;
+use crate::message::{Entry, MessageId, TimerCell};
+use crate::queue::Push;
+
+/// Waits until `duration` has passed. `Duration::MAX` never completes.
+///
+/// # Panics
+/// Outside a task or callback of a running [`Looper`](crate::Looper).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let start = Instant::now();
+/// deliloop::block_on(async { deliloop::time::sleep(Duration::from_millis(3)).await });
+/// assert!(start.elapsed() >= Duration::from_millis(3));
+/// ```
+pub fn sleep(duration: Duration) -> Sleep {
+    let remote = context::current_remote("deliloop::time::sleep");
+    let deadline = remote.ticks_after(duration);
+    Sleep::on(remote, deadline)
+}
+
+/// Waits until `deadline`; an instant in the past completes at once.
+///
+/// # Panics
+/// Outside a task or callback of a running [`Looper`](crate::Looper).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let at = Instant::now() + Duration::from_millis(2);
+/// deliloop::block_on(async { deliloop::time::sleep_until(at).await });
+/// assert!(Instant::now() >= at);
+/// ```
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    let remote = context::current_remote("deliloop::time::sleep_until");
+    let deadline = remote.ticks_at(deadline);
+    Sleep::on(remote, deadline)
+}
+
+/// The future of [`sleep`] and [`sleep_until`]. It is registered with the
+/// loop on its first poll; dropping it cancels the timer in O(1).
+///
+/// `Sleep` is `Unpin` and `Send`.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use deliloop::time::sleep;
+///
+/// deliloop::block_on(async {
+///     let mut s = sleep(Duration::from_secs(3600));
+///     s.reset(Instant::now() + Duration::from_millis(1));
+///     s.await;
+/// });
+/// ```
+#[must_use = "a Sleep does nothing unless awaited; dropping it cancels the timer"]
+pub struct Sleep {
+    remote: Arc<Remote>,
+    deadline: u64,
+    reg: Option<Registration>,
+}
+
+struct Registration {
+    id: MessageId,
+    cell: Arc<TimerCell>,
+}
+
+impl Sleep {
+    pub(crate) fn on(remote: Arc<Remote>, deadline: u64) -> Sleep {
+        Sleep { remote, deadline, reg: None }
+    }
+
+    /// When it completes.
+    pub fn deadline(&self) -> Instant {
+        self.remote.instant_of(self.deadline)
+    }
+
+    /// Whether the deadline has been reached (it fired, or is due).
+    pub fn is_elapsed(&self) -> bool {
+        self.reg.as_ref().is_some_and(|r| r.cell.fired.load(Ordering::Acquire))
+            || self.deadline <= self.remote.now_ticks()
+    }
+
+    /// Moves the deadline (earlier or later), cancelling the armed timer;
+    /// the next poll arms the new one.
+    pub fn reset(&mut self, deadline: Instant) {
+        self.cancel();
+        self.deadline = self.remote.ticks_at(deadline);
+    }
+
+    pub(crate) fn reset_ticks(&mut self, deadline: u64) {
+        self.cancel();
+        self.deadline = deadline;
+    }
+
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        self.deadline
+    }
+
+    pub(crate) fn remote(&self) -> &Arc<Remote> {
+        &self.remote
+    }
+
+    fn cancel(&mut self) {
+        if let Some(reg) = self.reg.take() {
+            reg.id.cancel();
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(reg) = &self.reg {
+            if reg.cell.fired.load(Ordering::Acquire) {
+                return Poll::Ready(());
+            }
+            reg.cell.waker.register(cx.waker());
+            if reg.cell.fired.load(Ordering::Acquire) {
+                return Poll::Ready(());
+            }
+            return Poll::Pending;
+        }
+        if self.deadline <= self.remote.now_ticks() {
+            return Poll::Ready(());
+        }
+        let cell = Arc::new(TimerCell::default());
+        cell.waker.register(cx.waker());
+        let entry = Entry::Timer(cell.clone());
+        match self.remote.push_cancellable(entry, Push::at(self.deadline)) {
+            Ok(id) => {
+                self.reg = Some(Registration { id, cell });
+                Poll::Pending
+            }
+            Err(_) => panic!("deliloop: a timer was polled after its Looper quit; it would never fire"),
+        }
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline())
+            .field("registered", &self.reg.is_some())
+            .finish()
+    }
+}
