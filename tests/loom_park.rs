@@ -1,0 +1,74 @@
+//! Loom model of the loop's park protocol against cross-thread posts: the
+//! loop sweeps, announces its sleep on the wait word, re-checks, and blocks
+//! until a producer that was told `wake` notifies it (the eventfd). If a
+//! wake-up could be lost, the loop would block forever and loom reports the
+//! deadlock.
+//!
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_park`
+#![cfg(loom)]
+
+use deliloop::queue::DeliQueue;
+use loom::sync::{Arc, Notify};
+use loom::thread;
+
+/// Parks like `Looper::park`: sleep only after `prepare_sleep` says no post
+/// slipped in; a producer told `wake` notifies.
+fn run_loop(q: &mut DeliQueue<u32>, eventfd: &Notify, expect: usize, deadline: Option<u64>) -> Vec<u32> {
+    let mut got = Vec::new();
+    loop {
+        while let Some(e) = q.pop_due(10) {
+            got.push(e.item);
+        }
+        if got.len() == expect {
+            return got;
+        }
+        if q.prepare_sleep(deadline) {
+            eventfd.wait();
+            q.wake();
+        }
+    }
+}
+
+#[test]
+fn post_vs_park_no_lost_wakeup() {
+    loom::model(|| {
+        let mut q = DeliQueue::new();
+        let eventfd = Arc::new(Notify::new());
+        let producers: Vec<_> = (0..2u32)
+            .map(|i| {
+                let p = q.producer();
+                let eventfd = eventfd.clone();
+                thread::spawn(move || {
+                    if p.push(i, 0).unwrap().wake {
+                        eventfd.notify();
+                    }
+                })
+            })
+            .collect();
+        let mut got = run_loop(&mut q, &eventfd, 2, None);
+        for p in producers {
+            p.join().unwrap();
+        }
+        got.sort();
+        assert_eq!(got, [0, 1]);
+    });
+}
+
+#[test]
+fn post_earlier_than_the_deadline_wakes_the_sleeper() {
+    loom::model(|| {
+        let mut q = DeliQueue::new();
+        let eventfd = Arc::new(Notify::new());
+        let p = q.producer();
+        let e = eventfd.clone();
+        let producer = thread::spawn(move || {
+            // Due at 5, before the loop's deadline of 1_000: must wake it.
+            if p.push(1, 5).unwrap().wake {
+                e.notify();
+            }
+        });
+        let got = run_loop(&mut q, &eventfd, 1, Some(1_000));
+        producer.join().unwrap();
+        assert_eq!(got, [1]);
+    });
+}
