@@ -1,0 +1,134 @@
+//! Quit, quit_safely and drop: every accepted payload is run or dropped
+//! exactly once, and counted.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deliloop::{Looper, PostError};
+
+struct Counted(Arc<AtomicUsize>);
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn post_counted(
+    looper: &Looper,
+    n: usize,
+    delay: Duration,
+    dropped: &Arc<AtomicUsize>,
+    ran: &Arc<AtomicUsize>,
+) {
+    let h = looper.handle();
+    for _ in 0..n {
+        let (c, r) = (Counted(dropped.clone()), ran.clone());
+        h.post_delayed(delay, move || {
+            let _c = c;
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn quit_drops_pending_work_once_and_counts_it() {
+    let looper = Looper::new().unwrap();
+    let (dropped, ran) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    post_counted(&looper, 10, Duration::ZERO, &dropped, &ran);
+    post_counted(&looper, 5, Duration::from_secs(3600), &dropped, &ran);
+    looper.handle().quit();
+    looper.run();
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert_eq!(dropped.load(Ordering::SeqCst), 15);
+    assert_eq!(looper.stats().dropped_on_quit, 15);
+}
+
+#[test]
+fn quit_safely_runs_what_is_due_and_drops_the_rest() {
+    let looper = Looper::new().unwrap();
+    let (dropped, ran) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    post_counted(&looper, 10, Duration::ZERO, &dropped, &ran);
+    post_counted(&looper, 5, Duration::from_secs(3600), &dropped, &ran);
+    looper.handle().quit_safely();
+    looper.run();
+    assert_eq!(ran.load(Ordering::SeqCst), 10);
+    assert_eq!(dropped.load(Ordering::SeqCst), 15, "run payloads are dropped after running");
+    assert_eq!(looper.stats().dropped_on_quit, 5);
+    assert_eq!(looper.stats().messages_run, 10);
+}
+
+#[test]
+fn posts_after_quit_hand_the_payload_back() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    h.quit();
+    assert!(h.is_quit());
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let c = Counted(dropped.clone());
+    let err = h.post(move || drop(c)).unwrap_err();
+    assert!(err.is_quit());
+    assert_eq!(err.to_string(), "posting to a looper that has quit");
+    assert_eq!(format!("{err:?}"), "Quit(..)");
+    assert_eq!(dropped.load(Ordering::SeqCst), 0, "not dropped: handed back");
+    let f = match err {
+        PostError::Quit(f) => f,
+        PostError::Full(_) => unreachable!(),
+    };
+    f();
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+    assert!(h.post_delayed(Duration::from_secs(1), || {}).is_err());
+    assert!(h.post_at_front(|| {}).is_err());
+    assert!(h.message(|| {}).post().is_err());
+}
+
+#[test]
+fn dropping_a_looper_drops_every_payload_once() {
+    let (dropped, ran) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let looper = Looper::new().unwrap();
+    post_counted(&looper, 7, Duration::ZERO, &dropped, &ran);
+    post_counted(&looper, 3, Duration::from_secs(60), &dropped, &ran);
+    let h = looper.handle();
+    drop(looper);
+    assert_eq!(dropped.load(Ordering::SeqCst), 10);
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert!(h.post(|| {}).is_err());
+}
+
+#[test]
+fn awaiting_a_task_of_a_dropped_looper_sees_cancellation() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    // One task never polled, one parked on a long timer.
+    let never_polled = h.spawn(async { 1 });
+    let parked = h.spawn(async {
+        deliloop::time::sleep(Duration::from_secs(3600)).await;
+        2
+    });
+    looper.block_on(async {
+        deliloop::time::sleep(Duration::from_millis(1)).await;
+    });
+    drop(looper);
+    let other = Looper::new().unwrap();
+    let (a, b) = other.block_on(async { (never_polled.fallible().await, parked.fallible().await) });
+    // The never-polled one ran during the first block_on; either way
+    // nothing hangs: finished tasks give their output, the rest None.
+    assert_eq!(a, Some(1));
+    assert_eq!(b, None);
+}
+
+#[test]
+fn quit_cancels_tasks_and_run_returns() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    let t = h.spawn(async {
+        deliloop::time::sleep(Duration::from_secs(3600)).await;
+    });
+    let h2 = h.clone();
+    h.post_delayed(Duration::from_millis(1), move || h2.quit()).unwrap();
+    looper.run();
+    assert_eq!(looper.stats().tasks_cancelled, 1);
+    let other = Looper::new().unwrap();
+    assert_eq!(other.block_on(t.fallible()), None);
+}

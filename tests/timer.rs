@@ -1,0 +1,203 @@
+//! Timers: sleep, sleep_until, timeout, interval, reset, cancellation.
+
+use std::time::{Duration, Instant};
+
+use deliloop::time::{interval, sleep, sleep_until, timeout, MissedTickBehavior};
+use deliloop::Looper;
+use futures::StreamExt;
+
+#[test]
+fn sleeps_complete_in_deadline_order_and_never_early() {
+    let looper = Looper::new().unwrap();
+    let start = Instant::now();
+    let order = looper.block_on(async {
+        let tasks: Vec<_> = [4u64, 1, 3, 2]
+            .into_iter()
+            .map(|ms| {
+                deliloop::spawn(async move {
+                    sleep(Duration::from_millis(ms)).await;
+                    (ms, start.elapsed())
+                })
+            })
+            .collect();
+        let mut done = Vec::new();
+        for t in tasks {
+            done.push(t.await);
+        }
+        done
+    });
+    for (ms, elapsed) in &order {
+        assert!(*elapsed >= Duration::from_millis(*ms), "{ms} ms sleep ended at {elapsed:?}");
+    }
+    assert_eq!(looper.stats().timers_fired, 4);
+}
+
+#[test]
+fn a_sleep_in_the_past_is_ready_at_once() {
+    let looper = Looper::new().unwrap();
+    looper.block_on(async {
+        let past = Instant::now() - Duration::from_secs(5);
+        sleep_until(past).await;
+        sleep(Duration::ZERO).await;
+    });
+    assert_eq!(looper.stats().timers_fired, 0, "no timer needed");
+}
+
+#[test]
+fn duration_max_saturates_instead_of_panicking() {
+    let looper = Looper::new().unwrap();
+    looper.block_on(async {
+        let r = timeout(Duration::from_millis(1), sleep(Duration::MAX)).await;
+        assert!(r.is_err());
+        let h = deliloop::spawn(async { sleep(Duration::MAX).await });
+        drop(h);
+    });
+    let h = looper.handle();
+    let id = h.post_delayed(Duration::MAX, || unreachable!()).unwrap();
+    assert!(id.is_pending());
+    assert!(looper.next_deadline().is_some());
+    assert!(id.cancel());
+}
+
+#[test]
+fn timeout_returns_the_output_or_elapsed() {
+    let looper = Looper::new().unwrap();
+    looper.block_on(async {
+        assert_eq!(timeout(Duration::from_secs(5), async { 3 }).await, Ok(3));
+        let start = Instant::now();
+        let r = timeout(Duration::from_millis(3), sleep(Duration::from_secs(5))).await;
+        assert!(r.is_err());
+        assert!(start.elapsed() >= Duration::from_millis(3));
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(r.unwrap_err().to_string(), "deadline has elapsed");
+    });
+    // Both timers were cancelled, none is left pending.
+    assert_eq!(looper.stats().pending, 0);
+}
+
+#[test]
+fn dropping_a_sleep_tombstones_its_timer() {
+    let looper = Looper::new().unwrap();
+    looper.block_on(async {
+        for _ in 0..1000 {
+            let mut s = sleep(Duration::from_secs(60));
+            // Register it, then drop it.
+            assert!(futures::poll!(&mut s).is_pending());
+        }
+    });
+    let s = looper.stats();
+    assert_eq!(s.pending, 0);
+    assert_eq!(s.timers_fired, 0);
+}
+
+#[test]
+fn repolling_with_a_new_waker_does_not_reinsert() {
+    let looper = Looper::new().unwrap();
+    looper.block_on(async {
+        let mut s = sleep(Duration::from_secs(60));
+        for _ in 0..10 {
+            assert!(futures::poll!(&mut s).is_pending());
+        }
+    });
+    // One registration in all: nothing else was ever pending.
+    assert_eq!(looper.stats().pending, 0);
+}
+
+#[test]
+fn reset_moves_the_deadline_both_ways() {
+    let looper = Looper::new().unwrap();
+    looper.block_on(async {
+        let start = Instant::now();
+        let mut s = sleep(Duration::from_secs(60));
+        assert!(futures::poll!(&mut s).is_pending());
+        s.reset(Instant::now() + Duration::from_millis(2));
+        (&mut s).await;
+        let e = start.elapsed();
+        assert!(e >= Duration::from_millis(2) && e < Duration::from_secs(60), "{e:?}");
+        s.reset(Instant::now() + Duration::from_millis(3));
+        assert!(!s.is_elapsed());
+        s.await;
+    });
+}
+
+#[test]
+fn interval_ticks_on_schedule() {
+    let looper = Looper::new().unwrap();
+    looper.block_on(async {
+        let start = Instant::now();
+        let period = Duration::from_millis(2);
+        let mut every = interval(period);
+        let first = every.tick().await;
+        assert!(first <= start + Duration::from_millis(1), "the first tick is immediate");
+        for k in 1..=4u32 {
+            let at = every.tick().await;
+            assert!(Instant::now() >= first + period * k);
+            assert_eq!(at, first + period * k, "ticks keep the schedule");
+        }
+    });
+}
+
+#[test]
+fn interval_missed_ticks_burst_delay_or_skip() {
+    fn busy(d: Duration) {
+        let t = Instant::now();
+        while t.elapsed() < d {}
+    }
+    let looper = Looper::new().unwrap();
+    let period = Duration::from_millis(2);
+    looper.block_on(async {
+        // Burst: the missed ticks come back to back, on the old schedule.
+        let mut i = interval(period);
+        let t0 = i.tick().await;
+        busy(Duration::from_millis(7)); // misses ticks at 2, 4, 6
+        let mut ticks = Vec::new();
+        for _ in 0..3 {
+            ticks.push(i.tick().await);
+        }
+        assert_eq!(ticks, [t0 + period, t0 + period * 2, t0 + period * 3]);
+
+        // Delay: one tick now, the next a full period later.
+        let mut i = interval(period);
+        i.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        i.tick().await;
+        busy(Duration::from_millis(5));
+        i.tick().await;
+        let late = Instant::now();
+        i.tick().await;
+        assert!(Instant::now() >= late + period);
+
+        // Skip: one tick now, then the next tick of the original schedule.
+        let mut i = interval(period);
+        i.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let t0 = i.tick().await;
+        busy(Duration::from_millis(5)); // now ~t0+5ms
+        i.tick().await;
+        let skipped_to = Instant::now();
+        let next = i.tick().await;
+        let offset = (next - t0).as_nanos();
+        assert_eq!(offset % period.as_nanos(), 0, "stays on the original schedule");
+        assert!(next >= t0 + period * 3 && next + period >= skipped_to, "skips missed ticks");
+    });
+}
+
+#[test]
+fn interval_is_a_stream() {
+    let looper = Looper::new().unwrap();
+    let n = looper.block_on(async { interval(Duration::from_millis(1)).take(3).count().await });
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn sleep_outside_a_looper_panics_with_a_message() {
+    let err = std::panic::catch_unwind(|| sleep(Duration::from_millis(1))).unwrap_err();
+    let msg = err.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("running Looper"), "{msg}");
+}
+
+#[test]
+#[should_panic(expected = "period must be non-zero")]
+fn zero_interval_panics() {
+    deliloop::block_on(async {
+        let _ = interval(Duration::ZERO);
+    });
+}
