@@ -3,6 +3,9 @@
 //!
 //! `cargo bench --bench queue`
 
+// `criterion_group!` generates an undocumented function.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -34,7 +37,11 @@ fn timed_push(producers: usize, per_thread: u64) -> Duration {
         })
         .collect();
     start.wait();
-    let elapsed = handles.into_iter().map(|h| h.join().unwrap()).max().unwrap();
+    let elapsed = handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .max()
+        .unwrap();
     black_box(q.drain().len());
     elapsed
 }
@@ -87,8 +94,9 @@ fn cancel(c: &mut Criterion) {
             for _ in 0..iters {
                 let mut q = DeliQueue::new();
                 let p = q.producer();
-                let tickets: Vec<_> =
-                    (0..N).map(|i| p.push_cancellable(i, Push::at(i)).unwrap().0).collect();
+                let tickets: Vec<_> = (0..N)
+                    .map(|i| p.push_cancellable(i, Push::at(i)).unwrap().0)
+                    .collect();
                 q.maintain();
                 let t = Instant::now();
                 for t in &tickets {
@@ -122,7 +130,10 @@ fn heap(c: &mut Criterion) {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         // Few distinct deadlines, as on a busy loop: `seq` breaks most ties.
         let keys: Vec<Key> = (0..size)
-            .map(|i| Key { when: rng.gen_range(0..size as u64 / 8 + 1), seq: i as i64 })
+            .map(|i| Key {
+                when: rng.gen_range(0..size as u64 / 8 + 1),
+                seq: i as i64,
+            })
             .collect();
         g.throughput(Throughput::Elements(size as u64));
         if size >= 1_000_000 {
@@ -139,7 +150,9 @@ fn heap(c: &mut Criterion) {
 }
 
 fn config() -> Criterion {
-    Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2))
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
 }
 
 criterion_group! { name = benches; config = config(); targets = push, pop, cancel, heap }

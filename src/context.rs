@@ -39,7 +39,9 @@ impl Enter {
 
     /// Enters even if another looper runs (used by drop), restoring it after.
     pub(crate) fn force(core: &Core) -> Enter {
-        Enter { prev: CURRENT.with(|c| c.replace(core)) }
+        Enter {
+            prev: CURRENT.with(|c| c.replace(core)),
+        }
     }
 }
 

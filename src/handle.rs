@@ -43,7 +43,9 @@ impl Remote {
     }
 
     pub(crate) fn instant_of(&self, ticks: u64) -> Instant {
-        self.origin.checked_add(Duration::from_nanos(ticks)).unwrap_or(self.origin)
+        self.origin
+            .checked_add(Duration::from_nanos(ticks))
+            .unwrap_or(self.origin)
     }
 
     pub(crate) fn push(&self, entry: Entry, opts: Push) -> Result<(), Closed<Entry>> {
@@ -74,7 +76,9 @@ impl Remote {
     }
 
     fn quit(&self, mode: u8) {
-        let _ = self.quit_mode.compare_exchange(RUNNING, mode, Ordering::AcqRel, Ordering::Acquire);
+        let _ = self
+            .quit_mode
+            .compare_exchange(RUNNING, mode, Ordering::AcqRel, Ordering::Acquire);
         if self.producer.close() {
             self.wake_loop();
         }
@@ -113,7 +117,9 @@ pub struct Handle {
 
 impl fmt::Debug for Handle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Handle").field("looper", &self.remote.id).finish()
+        f.debug_struct("Handle")
+            .field("looper", &self.remote.id)
+            .finish()
     }
 }
 
@@ -286,7 +292,13 @@ impl Handle {
     /// Starts building a message with a tag, delay, due time or the
     /// asynchronous flag; see [`MessageBuilder`].
     pub fn message<F: FnOnce() + Send + 'static>(&self, f: F) -> MessageBuilder<F> {
-        MessageBuilder { handle: self.clone(), f, tag: None, when: When::Now, asynchronous: false }
+        MessageBuilder {
+            handle: self.clone(),
+            f,
+            tag: None,
+            when: When::Now,
+            asynchronous: false,
+        }
     }
 
     pub(crate) fn post_message<F: FnOnce() + Send + 'static>(
@@ -315,7 +327,9 @@ impl Handle {
     /// Cancels every pending message with this tag; returns how many. From
     /// any thread, lock-free.
     pub fn remove(&self, tag: Tag) -> usize {
-        self.remote.producer.remove_where(|i| i.tag() == Some(tag.0))
+        self.remote
+            .producer
+            .remove_where(|i| i.tag() == Some(tag.0))
     }
 
     /// Cancels every pending message for which `pred` is true; returns how
@@ -324,7 +338,12 @@ impl Handle {
     /// dropped, as if its `Task` handle had been dropped).
     pub fn remove_where(&self, mut pred: impl FnMut(&MessageInfo) -> bool) -> usize {
         let origin = self.remote.origin;
-        self.remote.producer.remove_where(|info| pred(&MessageInfo { info: *info, origin }))
+        self.remote.producer.remove_where(|info| {
+            pred(&MessageInfo {
+                info: *info,
+                origin,
+            })
+        })
     }
 
     /// Whether a message with this tag is pending.

@@ -32,3 +32,8 @@ pub use handle::Handle;
 pub use looper::{Builder, Looper, Turn, DEFAULT_BUDGET};
 pub use message::{MessageBuilder, MessageId, MessageInfo, Tag};
 pub use task::Task;
+
+/// The README's code blocks, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -57,7 +57,10 @@ impl<F: FnOnce() + Send + 'static> Message for F {
 /// Gets the closure back out of an entry that was refused.
 pub(crate) fn unerase<F: 'static>(entry: Entry) -> F {
     match entry {
-        Entry::Message(m) => *m.into_any().downcast::<F>().expect("a post returns its own payload"),
+        Entry::Message(m) => *m
+            .into_any()
+            .downcast::<F>()
+            .expect("a post returns its own payload"),
         _ => unreachable!("a message post returns a message entry"),
     }
 }
@@ -146,7 +149,9 @@ impl MessageId {
 
 impl fmt::Debug for MessageId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MessageId").field("pending", &self.is_pending()).finish()
+        f.debug_struct("MessageId")
+            .field("pending", &self.is_pending())
+            .finish()
     }
 }
 

@@ -27,9 +27,17 @@ impl Parker {
         // epoll's millisecond timeout: coarser, never wrong.
         let timer = timerfd_create().ok();
         if let Some(fd) = &timer {
-            poll.registry().register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
+            poll.registry()
+                .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
         }
-        Ok((Parker { poll, events: Events::with_capacity(64), timer }, waker))
+        Ok((
+            Parker {
+                poll,
+                events: Events::with_capacity(64),
+                timer,
+            },
+            waker,
+        ))
     }
 
     #[allow(dead_code)]
@@ -68,7 +76,10 @@ impl AsRawFd for Parker {
 fn timerfd_create() -> io::Result<OwnedFd> {
     // SAFETY: plain syscall; the result is checked before use.
     let fd = unsafe {
-        libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC)
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        )
     };
     if fd < 0 {
         return Err(io::Error::last_os_error());
@@ -81,7 +92,10 @@ fn timerfd_create() -> io::Result<OwnedFd> {
 fn arm(fd: &OwnedFd, d: Duration) -> io::Result<()> {
     let d = d.max(Duration::from_nanos(1));
     let spec = libc::itimerspec {
-        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
         it_value: libc::timespec {
             tv_sec: d.as_secs().min(i64::MAX as u64 / 2) as libc::time_t,
             tv_nsec: d.subsec_nanos() as libc::c_long,

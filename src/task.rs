@@ -21,9 +21,10 @@ where
     F::Output: Send + 'static,
 {
     let r = remote.clone();
-    let (runnable, task) = Builder::new()
-        .propagate_panic(true)
-        .spawn(move |()| Registered::new(future, r.id), schedule_fn(remote.clone(), false));
+    let (runnable, task) = Builder::new().propagate_panic(true).spawn(
+        move |()| Registered::new(future, r.id),
+        schedule_fn(remote.clone(), false),
+    );
     runnable.schedule();
     task
 }
@@ -35,9 +36,10 @@ where
     F::Output: 'static,
 {
     let id = remote.id;
-    let (runnable, task) = Builder::new()
-        .propagate_panic(true)
-        .spawn_local(move |()| Registered::new(future, id), schedule_fn(remote.clone(), true));
+    let (runnable, task) = Builder::new().propagate_panic(true).spawn_local(
+        move |()| Registered::new(future, id),
+        schedule_fn(remote.clone(), true),
+    );
     runnable.schedule();
     task
 }
@@ -55,7 +57,9 @@ fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
     }
     let Some(runnable) = slot else { return };
     if let Err(closed) = remote.push(Entry::Task(runnable), Push::at(remote.now_ticks())) {
-        let Entry::Task(runnable) = closed.into_inner() else { unreachable!() };
+        let Entry::Task(runnable) = closed.into_inner() else {
+            unreachable!()
+        };
         if local {
             // The looper is gone and this is not its thread: a `!Send`
             // future cannot be dropped here. It is leaked (never polled
@@ -79,7 +83,11 @@ struct Registered<F> {
 
 impl<F> Registered<F> {
     fn new(future: F, looper: u64) -> Self {
-        Registered { future, looper, key: None }
+        Registered {
+            future,
+            looper,
+            key: None,
+        }
     }
 }
 
@@ -91,8 +99,8 @@ impl<F: Future> Future for Registered<F> {
         // fields are plain data that is never pinned.
         let this = unsafe { self.get_unchecked_mut() };
         if this.key.is_none() {
-            this.key = context::with_core(this.looper, |core| core.register_task(cx.waker()))
-                .flatten();
+            this.key =
+                context::with_core(this.looper, |core| core.register_task(cx.waker())).flatten();
         }
         // SAFETY: see above.
         unsafe { Pin::new_unchecked(&mut this.future) }.poll(cx)

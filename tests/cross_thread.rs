@@ -31,7 +31,11 @@ fn two_threads_times_100k_posts_each_run_exactly_once() {
                     h.post(move || {
                         seen[t * PER_THREAD + i].fetch_add(1, Ordering::Relaxed);
                         let mut l = last.lock().unwrap();
-                        assert!(l[t].map_or(true, |p| p < i), "thread {t}: {i} ran after {:?}", l[t]);
+                        assert!(
+                            l[t].is_none_or(|p| p < i),
+                            "thread {t}: {i} ran after {:?}",
+                            l[t]
+                        );
                         l[t] = Some(i);
                         if done.fetch_add(1, Ordering::Relaxed) + 1 == 2 * PER_THREAD {
                             h2.quit();
@@ -71,8 +75,17 @@ fn posts_to_a_busy_loop_make_no_more_wakeups_than_parks() {
     producer.join().unwrap();
     let s = looper.stats();
     assert_eq!(ran.load(Ordering::Relaxed), POSTS);
-    assert!(s.wakeups <= s.parks + 1, "wakeups {} > parks {} (+1 for quit)", s.wakeups, s.parks);
-    assert!(s.wakeups < POSTS as u64 / 10, "{} wake syscalls for {POSTS} posts", s.wakeups);
+    assert!(
+        s.wakeups <= s.parks + 1,
+        "wakeups {} > parks {} (+1 for quit)",
+        s.wakeups,
+        s.parks
+    );
+    assert!(
+        s.wakeups < POSTS as u64 / 10,
+        "{} wake syscalls for {POSTS} posts",
+        s.wakeups
+    );
 }
 
 #[test]

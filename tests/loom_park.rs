@@ -13,7 +13,12 @@ use loom::thread;
 
 /// Parks like `Looper::park`: sleep only after `prepare_sleep` says no post
 /// slipped in; a producer told `wake` notifies.
-fn run_loop(q: &mut DeliQueue<u32>, eventfd: &Notify, expect: usize, deadline: Option<u64>) -> Vec<u32> {
+fn run_loop(
+    q: &mut DeliQueue<u32>,
+    eventfd: &Notify,
+    expect: usize,
+    deadline: Option<u64>,
+) -> Vec<u32> {
     let mut got = Vec::new();
     loop {
         while let Some(e) = q.pop_due(10) {

@@ -56,7 +56,9 @@ fn cancel_vs_dispatch() {
         let drops = Arc::new(AtomicUsize::new(0));
         let mut q = DeliQueue::new();
         let p = q.producer();
-        let (ticket, _) = p.push_cancellable(Counted(drops.clone()), Push::at(0)).unwrap();
+        let (ticket, _) = p
+            .push_cancellable(Counted(drops.clone()), Push::at(0))
+            .unwrap();
         let _ = p.push(Counted(drops.clone()), 0).unwrap();
         let canceller = thread::spawn(move || ticket.cancel());
         let mut popped = 0;
@@ -171,7 +173,9 @@ fn ticket_drop_vs_retire() {
         let drops = Arc::new(AtomicUsize::new(0));
         let mut q = DeliQueue::new();
         let p = q.producer();
-        let (ticket, _) = p.push_cancellable(Counted(drops.clone()), Push::at(0)).unwrap();
+        let (ticket, _) = p
+            .push_cancellable(Counted(drops.clone()), Push::at(0))
+            .unwrap();
         let t = thread::spawn(move || drop(ticket));
         let popped = q.pop_due(0).is_some();
         t.join().unwrap();

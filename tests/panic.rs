@@ -15,7 +15,10 @@ fn a_task_panic_reaches_its_awaiter_and_the_loop_goes_on() {
         (caught.is_err(), good.await)
     });
     assert_eq!(r, (true, 5));
-    assert_eq!(looper.block_on(async { deliloop::spawn(async { 6 }).await }), 6);
+    assert_eq!(
+        looper.block_on(async { deliloop::spawn(async { 6 }).await }),
+        6
+    );
 }
 
 #[test]

@@ -64,7 +64,10 @@ fn fifo_per_producer_among_equal_when() {
     while seen < 2 * n {
         if let Some(e) = q.pop_due(7) {
             let (t, i) = e.item;
-            assert!(last[t as usize].map_or(true, |l| l < i), "producer {t}: {i} after {last:?}");
+            assert!(
+                last[t as usize].is_none_or(|l| l < i),
+                "producer {t}: {i} after {last:?}"
+            );
             last[t as usize] = Some(i);
             seen += 1;
         } else {
@@ -126,12 +129,20 @@ fn cancelled_items_are_dropped_by_the_consumer_exactly_once() {
     let mut q = DeliQueue::new();
     let p = q.producer();
     let tickets: Vec<_> = (0..10)
-        .map(|i| p.push_cancellable(Counted(drops.clone()), Push::at(i)).unwrap().0)
+        .map(|i| {
+            p.push_cancellable(Counted(drops.clone()), Push::at(i))
+                .unwrap()
+                .0
+        })
         .collect();
     for t in &tickets[..5] {
         assert!(t.cancel());
     }
-    assert_eq!(drops.load(Ordering::SeqCst), 0, "cancel itself does not drop");
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        0,
+        "cancel itself does not drop"
+    );
     q.maintain();
     assert_eq!(drops.load(Ordering::SeqCst), 5);
     drop(tickets);
@@ -150,7 +161,10 @@ fn cancel_racing_pop_has_one_winner() {
         let h = thread::spawn(move || t.cancel());
         let popped = q.pop_due(0).is_some();
         let cancelled = h.join().unwrap();
-        assert!(popped != cancelled, "popped {popped}, cancelled {cancelled}");
+        assert!(
+            popped != cancelled,
+            "popped {popped}, cancelled {cancelled}"
+        );
         wins[popped as usize] += 1;
     }
     assert_eq!(wins[0] + wins[1], rounds);
@@ -244,12 +258,17 @@ fn dropping_the_queue_drops_every_item_once() {
     let p = q.producer();
     let mut tickets = Vec::new();
     for i in 0..20 {
-        let (t, _) = p.push_cancellable(Counted(drops.clone()), Push::at(i)).unwrap();
+        let (t, _) = p
+            .push_cancellable(Counted(drops.clone()), Push::at(i))
+            .unwrap();
         tickets.push(t);
     }
     drop(q);
     assert_eq!(drops.load(Ordering::SeqCst), 20);
-    assert!(tickets.iter().all(|t| !t.cancel()), "drained items cannot be cancelled");
+    assert!(
+        tickets.iter().all(|t| !t.cancel()),
+        "drained items cannot be cancelled"
+    );
     assert!(p.push(Counted(drops.clone()), 0).is_err());
     assert_eq!(drops.load(Ordering::SeqCst), 21);
 }
@@ -262,7 +281,10 @@ fn wake_is_requested_once_per_sleep_and_never_when_awake() {
     assert!(!q.prepare_sleep(None), "unswept work: must not sleep");
     q.maintain();
     assert!(q.prepare_sleep(Some(100)));
-    assert!(!p.push(2, 200).unwrap().wake, "due after the deadline: no wake");
+    assert!(
+        !p.push(2, 200).unwrap().wake,
+        "due after the deadline: no wake"
+    );
     assert!(p.push(3, 50).unwrap().wake, "due before the deadline");
     assert!(!p.push(4, 10).unwrap().wake, "already woken once");
     q.wake();
@@ -274,14 +296,19 @@ fn heavy_cancellation_compacts_the_heap() {
     let mut q = DeliQueue::new();
     let p = q.producer();
     let n = if cfg!(miri) { 100 } else { 10_000 };
-    let tickets: Vec<_> =
-        (0..n).map(|i| p.push_cancellable(i, Push::at(1_000_000 + i)).unwrap().0).collect();
+    let tickets: Vec<_> = (0..n)
+        .map(|i| p.push_cancellable(i, Push::at(1_000_000 + i)).unwrap().0)
+        .collect();
     q.maintain();
     for t in &tickets[..n as usize - 10] {
         assert!(t.cancel());
     }
     assert_eq!(q.len(), 10);
-    assert!(q.heap_len() < n as usize / 2, "heap kept {} entries", q.heap_len());
+    assert!(
+        q.heap_len() < n as usize / 2,
+        "heap kept {} entries",
+        q.heap_len()
+    );
     drop(tickets);
     q.maintain();
     q.maintain();

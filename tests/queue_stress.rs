@@ -76,7 +76,12 @@ fn every_item_is_popped_or_cancelled_exactly_once() {
     loop {
         q.maintain();
         while let Some(e) = q.pop_swept(now) {
-            assert!(e.when <= now, "item {} due {} popped at {now}", e.item, e.when);
+            assert!(
+                e.when <= now,
+                "item {} due {} popped at {now}",
+                e.item,
+                e.when
+            );
             let prev = state[e.item].fetch_or(POPPED, Ordering::SeqCst);
             assert_eq!(prev, 0, "item {} popped twice or after its cancel", e.item);
             popped += 1;
@@ -92,7 +97,11 @@ fn every_item_is_popped_or_cancelled_exactly_once() {
     producers.into_iter().for_each(|h| h.join().unwrap());
     let cancelled = canceller.join().unwrap();
 
-    assert_eq!(popped + cancelled, total, "popped {popped} + cancelled {cancelled}");
+    assert_eq!(
+        popped + cancelled,
+        total,
+        "popped {popped} + cancelled {cancelled}"
+    );
     for (id, s) in state.iter().enumerate() {
         let s = s.load(Ordering::SeqCst);
         assert!(s == POPPED || s == CANCELLED, "item {id}: state {s}");

@@ -54,7 +54,11 @@ fn quit_safely_runs_what_is_due_and_drops_the_rest() {
     looper.handle().quit_safely();
     looper.run();
     assert_eq!(ran.load(Ordering::SeqCst), 10);
-    assert_eq!(dropped.load(Ordering::SeqCst), 15, "run payloads are dropped after running");
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        15,
+        "run payloads are dropped after running"
+    );
     assert_eq!(looper.stats().dropped_on_quit, 5);
     assert_eq!(looper.stats().messages_run, 10);
 }
@@ -71,7 +75,11 @@ fn posts_after_quit_hand_the_payload_back() {
     assert!(err.is_quit());
     assert_eq!(err.to_string(), "posting to a looper that has quit");
     assert_eq!(format!("{err:?}"), "Quit(..)");
-    assert_eq!(dropped.load(Ordering::SeqCst), 0, "not dropped: handed back");
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        0,
+        "not dropped: handed back"
+    );
     let f = match err {
         PostError::Quit(f) => f,
         PostError::Full(_) => unreachable!(),
@@ -126,7 +134,8 @@ fn quit_cancels_tasks_and_run_returns() {
         deliloop::time::sleep(Duration::from_secs(3600)).await;
     });
     let h2 = h.clone();
-    h.post_delayed(Duration::from_millis(1), move || h2.quit()).unwrap();
+    h.post_delayed(Duration::from_millis(1), move || h2.quit())
+        .unwrap();
     looper.run();
     assert_eq!(looper.stats().tasks_cancelled, 1);
     let other = Looper::new().unwrap();

@@ -13,7 +13,10 @@ use futures::future::poll_fn;
 fn block_on_returns_the_output() {
     assert_eq!(deliloop::block_on(async { 5 }), 5);
     // The thread's default looper is reused.
-    assert_eq!(deliloop::block_on(async { deliloop::spawn(async { 6 }).await }), 6);
+    assert_eq!(
+        deliloop::block_on(async { deliloop::spawn(async { 6 }).await }),
+        6
+    );
 }
 
 #[test]
@@ -94,7 +97,10 @@ fn yielding_tasks_interleave() {
         a.await;
         b.await;
     });
-    assert_eq!(*log.borrow(), [('a', 0), ('b', 0), ('a', 1), ('b', 1), ('a', 2), ('b', 2)]);
+    assert_eq!(
+        *log.borrow(),
+        [('a', 0), ('b', 0), ('a', 1), ('b', 1), ('a', 2), ('b', 2)]
+    );
 }
 
 #[test]
@@ -102,7 +108,9 @@ fn dropping_a_task_cancels_it() {
     let looper = Looper::new().unwrap();
     let ran = Arc::new(AtomicBool::new(false));
     let r = ran.clone();
-    let task = looper.handle().spawn(async move { r.store(true, Ordering::SeqCst) });
+    let task = looper
+        .handle()
+        .spawn(async move { r.store(true, Ordering::SeqCst) });
     drop(task);
     looper.block_on(async {});
     assert!(!ran.load(Ordering::SeqCst));
@@ -113,7 +121,10 @@ fn detached_tasks_keep_running() {
     let looper = Looper::new().unwrap();
     let ran = Arc::new(AtomicBool::new(false));
     let r = ran.clone();
-    looper.handle().spawn(async move { r.store(true, Ordering::SeqCst) }).detach();
+    looper
+        .handle()
+        .spawn(async move { r.store(true, Ordering::SeqCst) })
+        .detach();
     looper.block_on(async {
         deliloop::time::sleep(Duration::from_millis(1)).await;
     });
@@ -150,7 +161,10 @@ fn delayed_tasks_never_start_early() {
     looper.block_on(async {
         for t in tasks {
             let (delay, started) = t.await;
-            assert!(started >= delay, "started after {started:?}, delay {delay:?}");
+            assert!(
+                started >= delay,
+                "started after {started:?}, delay {delay:?}"
+            );
         }
         assert!(at_task.await >= at);
     });
@@ -168,14 +182,20 @@ fn dropping_a_delayed_task_drops_its_future_unpolled() {
     let polled = Arc::new(AtomicBool::new(false));
     let dropped = Arc::new(AtomicUsize::new(0));
     let (p, flag) = (polled.clone(), Flag(dropped.clone()));
-    let task = looper.handle().spawn_after(Duration::from_secs(3600), async move {
-        let _flag = flag;
-        p.store(true, Ordering::SeqCst);
-    });
+    let task = looper
+        .handle()
+        .spawn_after(Duration::from_secs(3600), async move {
+            let _flag = flag;
+            p.store(true, Ordering::SeqCst);
+        });
     looper.block_on(async {
         deliloop::time::sleep(Duration::from_millis(1)).await;
     });
-    assert_eq!(looper.stats().pending, 1, "the delayed task's timer is pending");
+    assert_eq!(
+        looper.stats().pending,
+        1,
+        "the delayed task's timer is pending"
+    );
     drop(task);
     looper.block_on(async {
         deliloop::time::sleep(Duration::from_millis(1)).await;
@@ -196,7 +216,9 @@ fn spawn_outside_a_running_looper_panics_with_a_message() {
 fn nested_block_on_panics_instead_of_deadlocking() {
     let looper = Looper::new().unwrap();
     let r = looper.block_on(async {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| deliloop::block_on(async {})))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+            || deliloop::block_on(async {}),
+        ))
     });
     let err = r.unwrap_err();
     let msg = err.downcast_ref::<String>().unwrap();
@@ -214,7 +236,8 @@ fn second_run_on_a_running_thread_panics() {
     let o = other.clone();
     looper
         .spawn_local(async move {
-            *r.borrow_mut() = Some(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| o.run())).is_err());
+            *r.borrow_mut() =
+                Some(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| o.run())).is_err());
             h.quit();
         })
         .detach();

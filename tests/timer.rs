@@ -27,7 +27,10 @@ fn sleeps_complete_in_deadline_order_and_never_early() {
         done
     });
     for (ms, elapsed) in &order {
-        assert!(*elapsed >= Duration::from_millis(*ms), "{ms} ms sleep ended at {elapsed:?}");
+        assert!(
+            *elapsed >= Duration::from_millis(*ms),
+            "{ms} ms sleep ended at {elapsed:?}"
+        );
     }
     assert_eq!(looper.stats().timers_fired, 4);
 }
@@ -113,7 +116,10 @@ fn reset_moves_the_deadline_both_ways() {
         s.reset(Instant::now() + Duration::from_millis(2));
         (&mut s).await;
         let e = start.elapsed();
-        assert!(e >= Duration::from_millis(2) && e < Duration::from_secs(60), "{e:?}");
+        assert!(
+            e >= Duration::from_millis(2) && e < Duration::from_secs(60),
+            "{e:?}"
+        );
         s.reset(Instant::now() + Duration::from_millis(3));
         assert!(!s.is_elapsed());
         s.await;
@@ -128,7 +134,10 @@ fn interval_ticks_on_schedule() {
         let period = Duration::from_millis(2);
         let mut every = interval(period);
         let first = every.tick().await;
-        assert!(first <= start + Duration::from_millis(1), "the first tick is immediate");
+        assert!(
+            first <= start + Duration::from_millis(1),
+            "the first tick is immediate"
+        );
         for k in 1..=4u32 {
             let at = every.tick().await;
             assert!(Instant::now() >= first + period * k);
@@ -175,8 +184,15 @@ fn interval_missed_ticks_burst_delay_or_skip() {
         let skipped_to = Instant::now();
         let next = i.tick().await;
         let offset = (next - t0).as_nanos();
-        assert_eq!(offset % period.as_nanos(), 0, "stays on the original schedule");
-        assert!(next >= t0 + period * 3 && next + period >= skipped_to, "skips missed ticks");
+        assert_eq!(
+            offset % period.as_nanos(),
+            0,
+            "stays on the original schedule"
+        );
+        assert!(
+            next >= t0 + period * 3 && next + period >= skipped_to,
+            "skips missed ticks"
+        );
     });
 }
 

@@ -114,7 +114,9 @@ impl<T> DeliQueue<T> {
 
     /// A new producer handle.
     pub fn producer(&self) -> Producer<T> {
-        Producer { shared: self.shared.clone() }
+        Producer {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Pops the first item (by `(when, seq)`) whose `when <= now`.
@@ -352,7 +354,11 @@ impl<T> DeliQueue<T> {
         if n.claim(TAKEN) {
             // SAFETY: this thread won the node, so it owns the payload.
             let item = unsafe { n.take_payload() };
-            let popped = Popped { item, when: n.when, info: ItemInfo::of(n) };
+            let popped = Popped {
+                item,
+                when: n.when,
+                info: ItemInfo::of(n),
+            };
             self.live -= 1;
             self.unlink(node);
             self.maybe_retire(node);
@@ -441,7 +447,9 @@ impl<T> Drop for DeliQueue<T> {
         let orphans: Vec<_> = self.limbo.take_all().collect();
         // SAFETY: only the consumer writes `orphans`, and only here; the
         // shared state frees them when its last reference goes.
-        self.shared.orphans.with_mut(|p| unsafe { (*p).extend(orphans) });
+        self.shared
+            .orphans
+            .with_mut(|p| unsafe { (*p).extend(orphans) });
         drop(items);
         drop(to_drop);
     }

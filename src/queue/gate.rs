@@ -47,7 +47,10 @@ pub(crate) struct Guard<'a> {
 
 impl Gate {
     pub(crate) fn new() -> Gate {
-        Gate { epoch: AtomicUsize::new(0), readers: [AtomicUsize::new(0), AtomicUsize::new(0)] }
+        Gate {
+            epoch: AtomicUsize::new(0),
+            readers: [AtomicUsize::new(0), AtomicUsize::new(0)],
+        }
     }
 
     /// Registers a walker until the guard drops.
@@ -79,7 +82,11 @@ pub(crate) struct Limbo<P> {
 
 impl<P> Limbo<P> {
     pub(crate) fn new() -> Self {
-        Limbo { current: Vec::new(), pending: Vec::new(), pending_parity: 0 }
+        Limbo {
+            current: Vec::new(),
+            pending: Vec::new(),
+            pending_parity: 0,
+        }
     }
 
     pub(crate) fn push(&mut self, p: P) {

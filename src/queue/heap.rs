@@ -77,7 +77,10 @@ impl<V, O: Order> Default for MinHeap<V, O> {
 impl<V, O: Order> MinHeap<V, O> {
     /// An empty heap.
     pub fn new() -> Self {
-        MinHeap { items: Vec::new(), _order: std::marker::PhantomData }
+        MinHeap {
+            items: Vec::new(),
+            _order: std::marker::PhantomData,
+        }
     }
 
     /// Number of entries.

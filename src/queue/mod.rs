@@ -71,6 +71,10 @@ mod tests {
 
     #[test]
     fn node_header_fits_a_cache_line() {
-        assert!(std::mem::size_of::<Node<()>>() <= 64, "{}", std::mem::size_of::<Node<()>>());
+        assert!(
+            std::mem::size_of::<Node<()>>() <= 64,
+            "{}",
+            std::mem::size_of::<Node<()>>()
+        );
     }
 }

@@ -74,7 +74,7 @@ pub(crate) struct Node<T> {
 impl<T> Node<T> {
     pub(crate) fn alloc(item: T, when: u64, tag: u64, flags: u32, tickets: usize) -> *mut Node<T> {
         Box::into_raw(Box::new(Node {
-            state: AtomicUsize::new(QUEUED | tickets * TICKET),
+            state: AtomicUsize::new(QUEUED | (tickets * TICKET)),
             next: AtomicPtr::new(ptr::null_mut()),
             free_next: UnsafeCell::new(ptr::null_mut()),
             prev: UnsafeCell::new(ptr::null_mut()),
@@ -112,7 +112,10 @@ impl<T> Node<T> {
     #[inline(always)]
     pub(crate) fn check_alive(&self) {
         #[cfg(loom)]
-        assert!(!self.dead.load(std::sync::atomic::Ordering::SeqCst), "use after free of a node");
+        assert!(
+            !self.dead.load(std::sync::atomic::Ordering::SeqCst),
+            "use after free of a node"
+        );
     }
 
     pub(crate) fn is_queued(&self) -> bool {
@@ -155,7 +158,10 @@ impl<T> Node<T> {
         {
             // SAFETY: see the contract.
             let dead = unsafe { &(*node).dead };
-            assert!(!dead.swap(true, std::sync::atomic::Ordering::SeqCst), "double free of a node");
+            assert!(
+                !dead.swap(true, std::sync::atomic::Ordering::SeqCst),
+                "double free of a node"
+            );
         }
         #[cfg(not(loom))]
         // SAFETY: see the contract; `MaybeUninit` does not drop the payload.

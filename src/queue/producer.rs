@@ -28,14 +28,20 @@ pub struct Push {
 impl Push {
     /// Due at `when` (the queue's ticks; the runtime uses nanoseconds).
     pub fn at(when: u64) -> Push {
-        Push { when, ..Push::default() }
+        Push {
+            when,
+            ..Push::default()
+        }
     }
 
     /// At the front of the queue, before everything already due: `when = 0`,
     /// and among front pushes the newest first (LIFO), like Android's
     /// `postAtFrontOfQueue`.
     pub fn front() -> Push {
-        Push { front: true, ..Push::default() }
+        Push {
+            front: true,
+            ..Push::default()
+        }
     }
 
     /// Attaches a tag that predicates can match.
@@ -107,7 +113,11 @@ impl ItemInfo {
     }
 
     pub(crate) fn of<T>(node: &Node<T>) -> ItemInfo {
-        ItemInfo { when: node.when, tag: node.tag, flags: node.flags }
+        ItemInfo {
+            when: node.when,
+            tag: node.tag,
+            flags: node.flags,
+        }
     }
 }
 
@@ -172,13 +182,17 @@ pub struct Producer<T> {
 
 impl<T> Clone for Producer<T> {
     fn clone(&self) -> Self {
-        Producer { shared: self.shared.clone() }
+        Producer {
+            shared: self.shared.clone(),
+        }
     }
 }
 
 impl<T> fmt::Debug for Producer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Producer").field("closed", &self.is_closed()).finish()
+        f.debug_struct("Producer")
+            .field("closed", &self.is_closed())
+            .finish()
     }
 }
 
@@ -220,7 +234,13 @@ impl<T> Producer<T> {
     /// [`Closed`] with the item if the queue was closed.
     pub fn push_cancellable(&self, item: T, opts: Push) -> Result<(Ticket<T>, Pushed), Closed<T>> {
         let (node, pushed) = self.push_node(item, opts, 1)?;
-        Ok((Ticket { node, shared: self.shared.clone() }, pushed))
+        Ok((
+            Ticket {
+                node,
+                shared: self.shared.clone(),
+            },
+            pushed,
+        ))
     }
 
     fn push_node(
@@ -230,7 +250,13 @@ impl<T> Producer<T> {
         tickets: usize,
     ) -> Result<(NonNull<Node<T>>, Pushed), Closed<T>> {
         let when = opts.when();
-        let node = Node::alloc(item, when, opts.tag.unwrap_or(0), opts.node_flags(), tickets);
+        let node = Node::alloc(
+            item,
+            when,
+            opts.tag.unwrap_or(0),
+            opts.node_flags(),
+            tickets,
+        );
         if self.shared.push(node).is_err() {
             // SAFETY: the node was never published; this thread owns it and
             // takes its payload back before freeing it.
@@ -330,7 +356,9 @@ unsafe impl<T: Send> Sync for Ticket<T> {}
 
 impl<T> fmt::Debug for Ticket<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ticket").field("pending", &self.is_pending()).finish()
+        f.debug_struct("Ticket")
+            .field("pending", &self.is_pending())
+            .finish()
     }
 }
 

@@ -59,7 +59,10 @@ impl<T> Shared<T> {
             }
             // SAFETY: the node is not published yet; this thread owns it.
             unsafe { (*node).next.store(top, Ordering::Relaxed) };
-            match self.top.compare_exchange_weak(top, node, Ordering::AcqRel, Ordering::Relaxed) {
+            match self
+                .top
+                .compare_exchange_weak(top, node, Ordering::AcqRel, Ordering::Relaxed)
+            {
                 Ok(_) => return Ok(()),
                 Err(actual) => top = actual,
             }
@@ -76,7 +79,10 @@ impl<T> Shared<T> {
     pub(crate) fn top_latest(&self) -> *mut Node<T> {
         let mut cur = self.top.load(Ordering::Acquire);
         loop {
-            match self.top.compare_exchange_weak(cur, cur, Ordering::AcqRel, Ordering::Acquire) {
+            match self
+                .top
+                .compare_exchange_weak(cur, cur, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(v) => return v.map_addr(|a| a & !CLOSED),
                 Err(actual) => cur = actual,
             }
@@ -91,7 +97,9 @@ impl<T> Shared<T> {
                 return false;
             }
             let closed = cur.map_addr(|a| a | CLOSED);
-            match self.top.compare_exchange_weak(cur, closed, Ordering::AcqRel, Ordering::Acquire)
+            match self
+                .top
+                .compare_exchange_weak(cur, closed, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => return true,
                 Err(actual) => cur = actual,
@@ -114,7 +122,9 @@ impl<T> Shared<T> {
             // SAFETY: by the contract, this thread is the only one that may
             // push this node now, so it alone writes `free_next`.
             unsafe { (*node).free_next.with_mut(|p| *p = head) };
-            match self.free.compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
+            match self
+                .free
+                .compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
             {
                 Ok(_) => return,
                 Err(actual) => head = actual,

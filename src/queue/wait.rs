@@ -29,7 +29,9 @@ pub(crate) struct WaitWord {
 
 impl WaitWord {
     pub(crate) fn new() -> WaitWord {
-        WaitWord { word: AtomicU64::new(0) }
+        WaitWord {
+            word: AtomicU64::new(0),
+        }
     }
 
     /// Consumer: announce a sleep until `deadline` (ticks), if any.
@@ -43,7 +45,10 @@ impl WaitWord {
     pub(crate) fn wake(&self) {
         let mut cur = self.word.load(Ordering::Acquire);
         while cur & ASLEEP != 0 {
-            match self.word.compare_exchange_weak(cur, 0, Ordering::AcqRel, Ordering::Acquire) {
+            match self
+                .word
+                .compare_exchange_weak(cur, 0, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return,
                 Err(actual) => cur = actual,
             }
@@ -62,7 +67,10 @@ impl WaitWord {
             if deadline != NO_DEADLINE && when >= deadline {
                 return false;
             }
-            match self.word.compare_exchange_weak(cur, 1, Ordering::AcqRel, Ordering::Acquire) {
+            match self
+                .word
+                .compare_exchange_weak(cur, 1, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return true,
                 Err(actual) => cur = actual,
             }

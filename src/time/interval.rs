@@ -65,11 +65,18 @@ pub fn interval(period: Duration) -> Interval {
 /// });
 /// ```
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    assert!(!period.is_zero(), "deliloop::time::interval: the period must be non-zero");
+    assert!(
+        !period.is_zero(),
+        "deliloop::time::interval: the period must be non-zero"
+    );
     let remote = context::current_remote("deliloop::time::interval");
     let first = remote.ticks_at(start);
     let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
-    Interval { sleep: Sleep::on(remote, first), period, behavior: MissedTickBehavior::Burst }
+    Interval {
+        sleep: Sleep::on(remote, first),
+        period,
+        behavior: MissedTickBehavior::Burst,
+    }
 }
 
 /// A stream of ticks; see [`interval`]. Also a [`Stream`] of the scheduled

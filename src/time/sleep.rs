@@ -78,7 +78,11 @@ struct Registration {
 
 impl Sleep {
     pub(crate) fn on(remote: Arc<Remote>, deadline: u64) -> Sleep {
-        Sleep { remote, deadline, reg: None }
+        Sleep {
+            remote,
+            deadline,
+            reg: None,
+        }
     }
 
     /// When it completes.
@@ -88,7 +92,9 @@ impl Sleep {
 
     /// Whether the deadline has been reached (it fired, or is due).
     pub fn is_elapsed(&self) -> bool {
-        self.reg.as_ref().is_some_and(|r| r.cell.fired.load(Ordering::Acquire))
+        self.reg
+            .as_ref()
+            .is_some_and(|r| r.cell.fired.load(Ordering::Acquire))
             || self.deadline <= self.remote.now_ticks()
     }
 
@@ -144,7 +150,9 @@ impl Future for Sleep {
                 self.reg = Some(Registration { id, cell });
                 Poll::Pending
             }
-            Err(_) => panic!("deliloop: a timer was polled after its Looper quit; it would never fire"),
+            Err(_) => {
+                panic!("deliloop: a timer was polled after its Looper quit; it would never fire")
+            }
         }
     }
 }

@@ -39,7 +39,10 @@ impl std::error::Error for Elapsed {}
 /// });
 /// ```
 pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
-    Timeout { future, sleep: sleep(duration) }
+    Timeout {
+        future,
+        sleep: sleep(duration),
+    }
 }
 
 /// Like [`timeout`] with an instant as the deadline.
@@ -57,7 +60,10 @@ pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
 /// assert_eq!(r, Ok(1));
 /// ```
 pub fn timeout_at<F: Future>(deadline: Instant, future: F) -> Timeout<F> {
-    Timeout { future, sleep: sleep_until(deadline) }
+    Timeout {
+        future,
+        sleep: sleep_until(deadline),
+    }
 }
 
 /// The future of [`timeout`]. The inner future is polled first, so one that

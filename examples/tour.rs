@@ -1,0 +1,134 @@
+//! A tour of deliloop: each feature once, with its timing.
+//!
+//! `cargo run --release --example tour`
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use deliloop::time::{interval, sleep, timeout};
+use deliloop::{Looper, Tag};
+
+fn main() {
+    let start = Instant::now();
+    let t = move || format!("{:>9.3} ms", start.elapsed().as_secs_f64() * 1e3);
+
+    // 1. block_on a future on this thread's looper.
+    let looper = Looper::new().expect("a looper");
+    let answer = looper.block_on(async { 6 * 7 });
+    println!("[{}] block_on            -> {answer}", t());
+
+    // 2. spawn tasks and await their join handles.
+    let sum = looper.block_on(async {
+        let tasks: Vec<_> = (1..=100)
+            .map(|i| deliloop::spawn(async move { i }))
+            .collect();
+        let mut sum = 0;
+        for task in tasks {
+            sum += task.await;
+        }
+        sum
+    });
+    println!("[{}] 100 spawned tasks   -> sum {sum}", t());
+
+    // 3. a delayed task: never polled before its deadline.
+    let h = looper.handle();
+    let asked = Instant::now();
+    let delayed = h.spawn_after(Duration::from_millis(20), async move { asked.elapsed() });
+    let waited = looper.block_on(delayed);
+    println!(
+        "[{}] spawn_after(20 ms)  -> first poll after {:.3} ms",
+        t(),
+        ms(waited)
+    );
+
+    // 4. timers: sleep, timeout, interval.
+    looper.block_on(async {
+        let s = Instant::now();
+        sleep(Duration::from_millis(5)).await;
+        println!(
+            "[{}] sleep(5 ms)         -> woke after {:.3} ms",
+            t(),
+            ms(s.elapsed())
+        );
+        let r = timeout(Duration::from_millis(3), sleep(Duration::from_secs(60))).await;
+        println!(
+            "[{}] timeout(3 ms)       -> {:?}",
+            t(),
+            r.map_err(|e| e.to_string())
+        );
+        let mut every = interval(Duration::from_millis(2));
+        let first = every.tick().await;
+        for _ in 0..3 {
+            every.tick().await;
+        }
+        println!(
+            "[{}] interval(2 ms) x4   -> {:.3} ms",
+            t(),
+            ms(first.elapsed())
+        );
+    });
+
+    // 5. a cancel: a posted message removed before it runs, by id and by tag.
+    let id = h
+        .post_delayed(Duration::from_millis(50), || unreachable!("cancelled"))
+        .unwrap();
+    h.message(|| unreachable!("removed"))
+        .tag(Tag(7))
+        .delay(Duration::from_millis(50))
+        .post()
+        .unwrap();
+    println!("[{}] cancel by id        -> {}", t(), id.cancel());
+    println!(
+        "[{}] remove by tag       -> {} removed",
+        t(),
+        h.remove(Tag(7))
+    );
+
+    // 6. a producer thread posting, like Android's Handler; then quit_safely.
+    let ran = Arc::new(AtomicUsize::new(0));
+    let producer = {
+        let (h, ran) = (h.clone(), ran.clone());
+        thread::spawn(move || {
+            for _ in 0..100_000 {
+                let ran = ran.clone();
+                h.post(move || {
+                    ran.fetch_add(1, Ordering::Relaxed);
+                })
+                .unwrap();
+            }
+            // A message due later: quit_safely drops it and counts it.
+            h.post_delayed(Duration::from_secs(60), || unreachable!("dropped by quit"))
+                .unwrap();
+            h.quit_safely();
+        })
+    };
+    let s = Instant::now();
+    looper.run();
+    producer.join().unwrap();
+    let stats = looper.stats();
+    println!(
+        "[{}] 100k posts from a thread -> {} run in {:.3} ms, {} wake syscalls, {} parks",
+        t(),
+        ran.load(Ordering::Relaxed),
+        ms(s.elapsed()),
+        stats.wakeups,
+        stats.parks,
+    );
+    println!(
+        "[{}] quit_safely         -> {} future message dropped and counted",
+        t(),
+        stats.dropped_on_quit
+    );
+    println!(
+        "[{}] posting after quit  -> {:?}",
+        t(),
+        h.post(|| {}).map(|_| ())
+    );
+    println!("\nstats: {stats:#?}");
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
