@@ -45,7 +45,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    task::spawn(&context::current_remote("deliloop::spawn"), future)
+    task::spawn(context::current_remote("deliloop::spawn"), future)
 }
 
 /// Spawns a `!Send` future on the looper running this thread.
@@ -67,5 +67,5 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    task::spawn_local(&context::current_remote("deliloop::spawn_local"), future)
+    task::spawn_local(context::current_remote("deliloop::spawn_local"), future)
 }

@@ -143,7 +143,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        task::spawn(&self.remote, future)
+        task::spawn(self.remote.clone(), future)
     }
 
     /// Spawns a future whose first poll happens no earlier than `delay` from

@@ -17,6 +17,8 @@ mod context;
 mod error;
 mod global;
 mod handle;
+#[cfg(feature = "legacy")]
+pub mod legacy;
 mod looper;
 mod message;
 mod park;

@@ -189,12 +189,13 @@ impl Core {
         self.remote.now_ticks()
     }
 
-    /// Runs up to `budget` ready entries: the local lane first (only what
-    /// was there when the turn began), then due queue entries.
+    /// Runs ready work: up to `budget` task polls from the local lane
+    /// (including wakes made meanwhile), then up to `budget` due queue
+    /// entries. Neither side can starve the other: each gets a share of
+    /// every turn.
     fn dispatch(&self) -> usize {
         let mut done = 0;
-        let local = self.local.borrow().len().min(self.budget);
-        for _ in 0..local {
+        while done < self.budget {
             let Some(runnable) = self.local.borrow_mut().pop_front() else {
                 break;
             };
@@ -202,9 +203,14 @@ impl Core {
             runnable.run();
             done += 1;
         }
+        let mut queue = self.queue.borrow_mut();
+        queue.maintain();
+        if queue.peek_deadline().is_none() {
+            return done;
+        }
+        drop(queue);
         let now = self.now_ticks();
-        self.queue.borrow_mut().maintain();
-        while done < self.budget {
+        for _ in 0..self.budget {
             let Some(popped) = self.queue.borrow_mut().pop_swept(now) else {
                 break;
             };
@@ -538,7 +544,7 @@ impl Looper {
         F: Future + 'static,
         F::Output: 'static,
     {
-        task::spawn_local(&self.core.remote, future)
+        task::spawn_local(self.core.remote.clone(), future)
     }
 
     /// Dispatches what is ready now (sweeping posts from other threads in

@@ -15,22 +15,22 @@ use crate::message::Entry;
 use crate::queue::Push;
 
 /// Spawns a `Send` future on the looper behind `remote`.
-pub(crate) fn spawn<F>(remote: &Arc<Remote>, future: F) -> Task<F::Output>
+pub(crate) fn spawn<F>(remote: Arc<Remote>, future: F) -> Task<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let r = remote.clone();
+    let id = remote.id;
     let (runnable, task) = Builder::new().propagate_panic(true).spawn(
-        move |()| Registered::new(future, r.id),
-        schedule_fn(remote.clone(), false),
+        move |()| Registered::new(future, id),
+        schedule_fn(remote, false),
     );
     runnable.schedule();
     task
 }
 
 /// Spawns a `!Send` future; must be called on the loop thread.
-pub(crate) fn spawn_local<F>(remote: &Arc<Remote>, future: F) -> Task<F::Output>
+pub(crate) fn spawn_local<F>(remote: Arc<Remote>, future: F) -> Task<F::Output>
 where
     F: Future + 'static,
     F::Output: 'static,
@@ -38,7 +38,7 @@ where
     let id = remote.id;
     let (runnable, task) = Builder::new().propagate_panic(true).spawn_local(
         move |()| Registered::new(future, id),
-        schedule_fn(remote.clone(), true),
+        schedule_fn(remote, true),
     );
     runnable.schedule();
     task

@@ -27,7 +27,8 @@ fn a_busy_task_does_not_starve_posts_or_timers() {
     }));
     let stop2 = stop.clone();
     let poster = std::thread::spawn(move || {
-        h.post(move || stop2.store(true, Ordering::Relaxed)).unwrap();
+        h.post(move || stop2.store(true, Ordering::Relaxed))
+            .unwrap();
     });
     looper.block_on(busy);
     poster.join().unwrap();

@@ -1,0 +1,137 @@
+//! deliloop against its peers, interleaved in one process.
+//!
+//! `cargo bench --bench compare -- [--quick] [--json PATH] [--only A,B,...]`
+//!
+//! Every workload runs each implementation in turn (A B C A B C ...) for a
+//! number of rounds, so drift and noise on this shared machine hit all of
+//! them alike. The table gives the median over rounds, a 95% interval
+//! (order statistics of the rounds), and the ratio of the best *peer*'s
+//! median to this row's (above 1: this row is ahead). The legacy queue and
+//! the hardware floors are shown for scale but are not peers.
+
+#![allow(missing_docs)]
+
+mod enqueue;
+mod floors;
+mod insert;
+mod spawn;
+mod timers;
+mod util;
+mod wake;
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use util::{Imp, Kind, Row};
+
+pub struct Config {
+    pub quick: bool,
+}
+
+impl Config {
+    /// Rounds per workload.
+    pub fn rounds(&self) -> usize {
+        if self.quick {
+            3
+        } else {
+            7
+        }
+    }
+
+    /// Scales an operation count down in quick mode.
+    pub fn n(&self, full: usize) -> usize {
+        if self.quick {
+            (full / 5).max(1)
+        } else {
+            full
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let json = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let only: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.split(',').map(|x| x.trim().to_uppercase()).collect());
+    let cfg = Config { quick };
+    let started = Instant::now();
+    util::pin_to(0);
+
+    type Workload = fn(&Config) -> Vec<(String, Vec<Imp<'static>>)>;
+    let workloads: Vec<(&str, Workload)> = vec![
+        ("A", spawn::workloads),
+        ("B", enqueue::workloads),
+        ("C", insert::workloads),
+        ("D", wake::workloads),
+        ("E", timers::workloads),
+        ("floor", floors::workloads),
+    ];
+    let mut rows: Vec<Row> = Vec::new();
+    for (letter, make) in workloads {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|x| x == letter))
+        {
+            continue;
+        }
+        for (name, mut imps) in make(&cfg) {
+            eprintln!("{name} ...");
+            rows.extend(util::run_interleaved(&name, cfg.rounds(), &mut imps));
+        }
+    }
+    let table = markdown(&rows);
+    println!("{table}");
+    println!(
+        "{} rows in {:.1} s ({} mode)",
+        rows.len(),
+        started.elapsed().as_secs_f64(),
+        if quick { "quick" } else { "full" }
+    );
+    if let Some(path) = json {
+        std::fs::write(&path, util::to_json(&rows)).expect("write the JSON file");
+        println!("wrote {path}");
+    }
+}
+
+fn markdown(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| workload | implementation | median | 95% interval | p99 | vs best peer |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    for r in rows {
+        let ratio = match r.ratio_vs_best_peer {
+            Some(x) if r.kind == Kind::Ours => format!("**{x:.2}x**"),
+            Some(x) => format!("{x:.2}x"),
+            None => "–".into(),
+        };
+        let tag = match r.kind {
+            Kind::Ours => "",
+            Kind::Peer => "",
+            Kind::Baseline => " (baseline)",
+            Kind::Floor => " (floor)",
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {}{} | {} | {} – {} | {} | {} |",
+            r.workload,
+            r.imp,
+            tag,
+            util::fmt_ns(r.median_ns),
+            util::fmt_ns(r.lo_ns),
+            util::fmt_ns(r.hi_ns),
+            util::fmt_ns(r.p99_ns),
+            ratio
+        );
+    }
+    s
+}

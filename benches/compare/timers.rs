@@ -1,0 +1,132 @@
+//! E: timers. Create + register + drop without firing (churn); the same
+//! with many timers held; and bytes held per pending timer (a counting
+//! allocator).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicIsize, Ordering};
+use std::task::Context;
+use std::time::{Duration, Instant};
+
+use crate::util::{per_op, Imp, Kind};
+use crate::Config;
+
+/// Counts live heap bytes, for the bytes-per-timer rows.
+pub struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: forwards to the system allocator and only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn poll_once<F: Future + Unpin>(f: &mut F) {
+    let waker = futures::task::noop_waker();
+    let _ = Pin::new(f).poll(&mut Context::from_waker(&waker));
+}
+
+/// Runs the three timer APIs through `body(make_and_register)`.
+fn imps(n: usize, hold: bool, bytes: bool) -> Vec<Imp<'static>> {
+    fn measure<T>(
+        n: usize,
+        hold: bool,
+        bytes: bool,
+        mut make: impl FnMut(Duration) -> T,
+    ) -> Vec<f64> {
+        if bytes {
+            let before = LIVE.load(Ordering::Relaxed);
+            let held: Vec<T> = (0..n)
+                .map(|i| make(Duration::from_millis(1000 + i as u64 % 1000)))
+                .collect();
+            let after = LIVE.load(Ordering::Relaxed);
+            drop(held);
+            return vec![(after - before) as f64 / n as f64];
+        }
+        if hold {
+            let mut held = Vec::with_capacity(n);
+            let r = per_op(n, || {
+                for i in 0..n {
+                    held.push(make(Duration::from_millis(1000 + i as u64 % 1000)));
+                }
+            });
+            drop(held);
+            r
+        } else {
+            per_op(n, || {
+                for i in 0..n {
+                    drop(make(Duration::from_millis(1000 + i as u64 % 1000)));
+                }
+            })
+        }
+    }
+    vec![
+        Imp::new("deliloop sleep", Kind::Ours, move || {
+            let looper = deliloop::Looper::new().unwrap();
+            let r = looper.block_on(async {
+                measure(n, hold, bytes, |d| {
+                    let mut s = deliloop::time::sleep(d);
+                    poll_once(&mut s);
+                    s
+                })
+            });
+            // Let the loop reclaim the tombstones before the next round.
+            looper.dispatch_ready();
+            r
+        }),
+        Imp::new("tokio sleep", Kind::Peer, move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                measure(n, hold, bytes, |d| {
+                    let mut s = Box::pin(tokio::time::sleep(d));
+                    poll_once(&mut s);
+                    s
+                })
+            })
+        }),
+        Imp::new("async-io Timer", Kind::Peer, move || {
+            measure(n, hold, bytes, |d| {
+                let mut t = async_io::Timer::at(Instant::now() + d);
+                poll_once(&mut t);
+                t
+            })
+        }),
+    ]
+}
+
+pub fn workloads(cfg: &Config) -> Vec<(String, Vec<Imp<'static>>)> {
+    let n = cfg.n(1_000_000);
+    vec![
+        (
+            format!("E1 timer create+register+drop x {n} (ns/timer)"),
+            imps(n, false, false),
+        ),
+        (
+            format!("E2 timer create+register, {n} held (ns/timer)"),
+            imps(n, true, false),
+        ),
+        (
+            format!(
+                "E3 heap bytes per pending timer, {} held (bytes, not ns)",
+                n / 10
+            ),
+            imps(n / 10, true, true),
+        ),
+    ]
+}
