@@ -203,13 +203,8 @@ impl Core {
             runnable.run();
             done += 1;
         }
-        let mut queue = self.queue.borrow_mut();
-        queue.maintain();
-        if queue.peek_deadline().is_none() {
-            return done;
-        }
-        drop(queue);
         let now = self.now_ticks();
+        self.queue.borrow_mut().maintain_at(now);
         for _ in 0..self.budget {
             let Some(popped) = self.queue.borrow_mut().pop_swept(now) else {
                 break;

@@ -140,7 +140,10 @@ fn imps(pending: usize, k: usize) -> Vec<Imp<'static>> {
         }),
         Imp::new("legacy MessageQueue", Kind::Baseline, move || {
             let q = LegacyMessageQueue::new();
-            for &w in &pre6 {
+            // Latest first, so each goes to the head: prefilling stays O(N).
+            let mut sorted = pre6.clone();
+            sorted.sort_unstable_by(|a, b| b.cmp(a));
+            for &w in &sorted {
                 q.enqueue(0u64, w).unwrap();
             }
             per_op(legacy_k, || {

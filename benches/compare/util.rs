@@ -147,7 +147,10 @@ pub fn to_json(rows: &[Row]) -> String {
 
 /// Pins the calling thread to `cpu` (modulo the CPU count), where allowed.
 pub fn pin_to(cpu: usize) {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Not `available_parallelism`: it reflects this thread's (inherited)
+    // affinity, which is one CPU once the main thread has pinned itself.
+    // SAFETY: plain sysconf query.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; the
     // syscall reads it. Failure (not allowed) leaves the thread unpinned.
     unsafe {

@@ -1,11 +1,12 @@
 //! The consumer side: the loop thread's view of the queue. It alone sweeps
 //! the stack into its heap, pops, unlinks, retires and frees nodes.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::ptr;
 
 use super::gate::Limbo;
-use super::heap::{Key, MinHeap};
+use super::heap::{DefaultOrder, Key, MinHeap, Order};
 use super::node::{
     Node, COUNTED, FRONT, HEAP_DONE, LIST_DONE, PAYLOAD_GONE, REMOVED, RETIRED, SWEPT, TAKEN,
     TICKET,
@@ -13,6 +14,11 @@ use super::node::{
 use super::producer::{ItemInfo, Producer};
 use super::shared::Shared;
 use crate::sync::{Arc, Ordering};
+
+/// Entries due up to this many ticks past the last `now` may take the lane
+/// (1 ms in the runtime's nanosecond ticks): posts stamped while the
+/// consumer sweeps are a little "in the future" and still belong there.
+const LANE_SLACK: u64 = 1_000_000;
 
 /// Compaction runs when more than half the heap (and at least this many
 /// entries) are tombstones.
@@ -61,6 +67,12 @@ pub struct Popped<T> {
 pub struct DeliQueue<T> {
     shared: Arc<Shared<T>>,
     heap: MinHeap<*mut Node<T>>,
+    /// Entries already due when swept, in increasing `(when, seq)` order:
+    /// O(1) in and out. Merged with the heap by the comparator, so the
+    /// overall order is exactly `(when, seq)`.
+    lane: VecDeque<(Key, *mut Node<T>)>,
+    /// Entries due at or before this (the last `now` seen) may use the lane.
+    horizon: u64,
     /// The newest swept node: where the next sweep stops.
     marker: *mut Node<T>,
     /// A finished node that is the marker; unlinked after the next sweep.
@@ -101,6 +113,8 @@ impl<T> DeliQueue<T> {
         DeliQueue {
             shared: Arc::new(Shared::new()),
             heap: MinHeap::new(),
+            lane: VecDeque::new(),
+            horizon: 0,
             marker: ptr::null_mut(),
             deferred: ptr::null_mut(),
             seq_up: 0,
@@ -121,7 +135,7 @@ impl<T> DeliQueue<T> {
 
     /// Pops the first item (by `(when, seq)`) whose `when <= now`.
     pub fn pop_due(&mut self, now: u64) -> Option<Popped<T>> {
-        self.maintain();
+        self.maintain_at(now);
         self.pop_swept(now)
     }
 
@@ -130,14 +144,38 @@ impl<T> DeliQueue<T> {
     /// [`maintain`](Self::maintain).
     pub fn pop_swept(&mut self, now: u64) -> Option<Popped<T>> {
         loop {
-            let &(key, node) = self.heap.peek()?;
+            let (key, node, in_lane) = self.peek_entry()?;
             if key.when > now {
                 return None;
             }
-            self.heap.pop();
+            self.remove_entry(in_lane);
             if let Some(popped) = self.finish_heap_entry(node) {
                 return Some(popped);
             }
+        }
+    }
+
+    /// The smallest entry of the lane and the heap, and where it is.
+    #[inline]
+    fn peek_entry(&self) -> Option<(Key, *mut Node<T>, bool)> {
+        match (self.lane.front(), self.heap.peek()) {
+            (Some(&(lk, ln)), Some(&(hk, hn))) => Some(if DefaultOrder::less(&hk, &lk) {
+                (hk, hn, false)
+            } else {
+                (lk, ln, true)
+            }),
+            (Some(&(k, n)), None) => Some((k, n, true)),
+            (None, Some(&(k, n))) => Some((k, n, false)),
+            (None, None) => None,
+        }
+    }
+
+    #[inline]
+    fn remove_entry(&mut self, in_lane: bool) {
+        if in_lane {
+            self.lane.pop_front();
+        } else {
+            self.heap.pop();
         }
     }
 
@@ -150,12 +188,12 @@ impl<T> DeliQueue<T> {
     /// [`next_deadline`](Self::next_deadline) without looking for new pushes.
     pub fn peek_deadline(&mut self) -> Option<u64> {
         loop {
-            let &(key, node) = self.heap.peek()?;
-            // SAFETY: heap entries point at live nodes.
+            let (key, node, in_lane) = self.peek_entry()?;
+            // SAFETY: heap and lane entries point at live nodes.
             if unsafe { (*node).is_queued() } {
                 return Some(key.when);
             }
-            self.heap.pop();
+            self.remove_entry(in_lane);
             self.finish_heap_entry(node);
         }
     }
@@ -225,10 +263,18 @@ impl<T> DeliQueue<T> {
     /// and frees what it can. [`pop_due`](Self::pop_due) and friends call it;
     /// call it directly before a batch of [`pop_swept`](Self::pop_swept).
     pub fn maintain(&mut self) {
+        self.maintain_at(self.horizon);
+    }
+
+    /// [`maintain`](Self::maintain), telling the queue the time: entries
+    /// due by `now` take an O(1) path instead of the heap.
+    pub fn maintain_at(&mut self, now: u64) {
+        self.horizon = self.horizon.max(now);
         let freed = self.shared.free.swap(ptr::null_mut(), Ordering::Acquire);
         self.sweep();
         self.process_free(freed);
-        if self.tombstones >= COMPACT_MIN && self.tombstones * 2 > self.heap.len() {
+        if self.tombstones >= COMPACT_MIN && self.tombstones * 2 > self.heap.len() + self.lane.len()
+        {
             self.compact();
         }
         if self.limbo.len() > 0 {
@@ -253,7 +299,7 @@ impl<T> DeliQueue<T> {
     /// Heap entries, tombstones included.
     #[doc(hidden)]
     pub fn heap_len(&self) -> usize {
-        self.heap.len()
+        self.heap.len() + self.lane.len()
     }
 
     fn sweep(&mut self) {
@@ -294,7 +340,13 @@ impl<T> DeliQueue<T> {
             };
             // SAFETY: consumer only.
             unsafe { n.set_local(SWEPT) };
-            self.heap.push(Key { when: n.when, seq }, node);
+            let key = Key { when: n.when, seq };
+            let in_order = self.lane.back().is_none_or(|(back, _)| !DefaultOrder::less(&key, back));
+            if n.when <= self.horizon.saturating_add(LANE_SLACK) && in_order {
+                self.lane.push_back((key, node));
+            } else {
+                self.heap.push(key, node);
+            }
             self.live += 1;
             if node == top {
                 break;
@@ -417,14 +469,16 @@ impl<T> DeliQueue<T> {
 
     fn compact(&mut self) {
         let mut dropped = Vec::new();
-        self.heap.retain(|_, &node| {
-            // SAFETY: heap entries point at live nodes.
+        let mut keep = |node: *mut Node<T>| {
+            // SAFETY: heap and lane entries point at live nodes.
             let keep = unsafe { (*node).is_queued() };
             if !keep {
                 dropped.push(node);
             }
             keep
-        });
+        };
+        self.heap.retain(|_, &node| keep(node));
+        self.lane.retain(|&(_, node)| keep(node));
         for node in dropped {
             self.finish_heap_entry(node);
         }
