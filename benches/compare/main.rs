@@ -14,6 +14,7 @@
 mod enqueue;
 mod floors;
 mod insert;
+mod plot;
 mod spawn;
 mod timers;
 mod util;
@@ -98,6 +99,74 @@ fn main() {
     if let Some(path) = json {
         std::fs::write(&path, util::to_json(&rows)).expect("write the JSON file");
         println!("wrote {path}");
+    }
+    let plots = args
+        .iter()
+        .position(|a| a == "--plots")
+        .and_then(|i| args.get(i + 1));
+    if let Some(dir) = plots {
+        write_plots(dir, &rows);
+        println!("wrote plots to {dir}");
+    }
+}
+
+fn write_plots(dir: &str, rows: &[Row]) {
+    std::fs::create_dir_all(dir).expect("create the plot folder");
+    // Insert cost against backlog depth.
+    let c: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.workload.starts_with("C insert"))
+        .collect();
+    let mut depths: Vec<String> = Vec::new();
+    let mut series: Vec<(String, Vec<f64>)> = Vec::new();
+    for r in &c {
+        let depth = r
+            .workload
+            .split_whitespace()
+            .find(|w| w.parse::<u64>().is_ok())
+            .unwrap_or("?")
+            .to_string();
+        if !depths.contains(&depth) {
+            depths.push(depth);
+        }
+        match series.iter_mut().find(|(n, _)| *n == r.imp) {
+            Some((_, v)) => v.push(r.median_ns),
+            None => series.push((r.imp.clone(), vec![r.median_ns])),
+        }
+    }
+    if !c.is_empty() {
+        let svg = plot::lines_log_y(
+            "C: insert cost against backlog depth",
+            "entries already pending",
+            "ns per insert (log)",
+            &depths,
+            &series,
+        );
+        std::fs::write(format!("{dir}/insert.svg"), svg).expect("write insert.svg");
+    }
+    // Wake latency CDFs.
+    let d: Vec<(String, Vec<f64>)> = rows
+        .iter()
+        .filter(|r| r.workload.starts_with("D "))
+        .map(|r| (r.imp.clone(), r.samples.clone()))
+        .collect();
+    if !d.is_empty() {
+        let svg = plot::cdf_log_x("D: cross-thread wake round trip", &d);
+        std::fs::write(format!("{dir}/wake_cdf.svg"), svg).expect("write wake_cdf.svg");
+    }
+    // Timer create/drop cost.
+    let e: Vec<(String, f64)> = rows
+        .iter()
+        .filter(|r| r.workload.starts_with("E1") || r.workload.starts_with("E2"))
+        .map(|r| (format!("{} {}", &r.workload[..2], r.imp), r.median_ns))
+        .collect();
+    if !e.is_empty() {
+        let svg = plot::bars(
+            "E: timer create + register (+ drop), ns per timer",
+            "ns per timer (E1 churn, E2 held)",
+            &e,
+        );
+        std::fs::write(format!("{dir}/timers.svg"), svg).expect("write timers.svg");
     }
 }
 

@@ -38,6 +38,8 @@ pub struct Row {
     pub hi_ns: f64,
     pub p99_ns: f64,
     pub ratio_vs_best_peer: Option<f64>,
+    /// Every sample (latencies, or one value per round), sorted.
+    pub samples: Vec<f64>,
 }
 
 pub fn run_interleaved(workload: &str, rounds: usize, imps: &mut [Imp<'_>]) -> Vec<Row> {
@@ -85,6 +87,7 @@ pub fn run_interleaved(workload: &str, rounds: usize, imps: &mut [Imp<'_>]) -> V
                 },
                 p99_ns: percentile(&a, 0.99),
                 ratio_vs_best_peer: None,
+                samples: a,
             }
         })
         .collect();

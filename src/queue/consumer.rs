@@ -341,7 +341,10 @@ impl<T> DeliQueue<T> {
             // SAFETY: consumer only.
             unsafe { n.set_local(SWEPT) };
             let key = Key { when: n.when, seq };
-            let in_order = self.lane.back().is_none_or(|(back, _)| !DefaultOrder::less(&key, back));
+            let in_order = self
+                .lane
+                .back()
+                .is_none_or(|(back, _)| !DefaultOrder::less(&key, back));
             if n.when <= self.horizon.saturating_add(LANE_SLACK) && in_order {
                 self.lane.push_back((key, node));
             } else {
