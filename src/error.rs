@@ -20,8 +20,9 @@ use std::fmt;
 pub enum PostError<T> {
     /// The looper has quit (or was dropped); nothing will run any more.
     Quit(T),
-    /// The backlog reached its high watermark
-    /// (`Builder::backlog_watermarks`); retry later.
+    /// The backlog reached its high watermark; retry later. Reserved for
+    /// flood control (backlog watermarks), which is not built yet: no post
+    /// returns it today.
     Full(T),
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::PostError;
-use crate::message::{unerase, Entry, MessageBuilder, MessageId, MessageInfo, Tag, When};
+use crate::message::{unerase, Entry, MessageBuilder, MessageId, MessageInfo, Tag, When, INTERNAL};
 use crate::queue::{Closed, Producer, Push};
 use crate::task::{self, Task};
 use crate::time::Sleep;
@@ -332,17 +332,18 @@ impl Handle {
             .remove_where(|i| i.tag() == Some(tag.0))
     }
 
-    /// Cancels every pending message for which `pred` is true; returns how
-    /// many. Tasks and timers carry no tag and no flags; a predicate that
-    /// matches them by time alone cancels them too (a cancelled task is
-    /// dropped, as if its `Task` handle had been dropped).
+    /// Cancels every pending posted message for which `pred` is true;
+    /// returns how many. Only messages are offered to `pred`: the runtime's
+    /// own entries (task wakes, timers) never are, so a broad predicate
+    /// cannot stall a task.
     pub fn remove_where(&self, mut pred: impl FnMut(&MessageInfo) -> bool) -> usize {
         let origin = self.remote.origin;
         self.remote.producer.remove_where(|info| {
-            pred(&MessageInfo {
-                info: *info,
-                origin,
-            })
+            info.flags() & INTERNAL == 0
+                && pred(&MessageInfo {
+                    info: *info,
+                    origin,
+                })
         })
     }
 

@@ -26,7 +26,7 @@ use slab::Slab;
 
 use crate::context::{self, Enter};
 use crate::handle::{Handle, Remote, QUIT_SAFELY};
-use crate::message::Entry;
+use crate::message::{Entry, INTERNAL};
 use crate::park::Parker;
 use crate::queue::{DeliQueue, Popped, Push};
 use crate::stats::{Counters, Stats};
@@ -425,7 +425,9 @@ impl Wake for MainWake {
         // On the loop thread the flag is enough: the loop checks it before
         // it parks. From elsewhere, a push wakes a parked loop.
         if context::with_core(self.remote.id, |_| ()).is_none() {
-            let pushed = self.remote.push(Entry::WakeMain, Push::front());
+            let pushed = self
+                .remote
+                .push(Entry::WakeMain, Push::front().flags(INTERNAL));
             if pushed.is_err() {
                 self.remote.wake_loop();
             }

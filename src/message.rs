@@ -17,6 +17,9 @@ use crate::queue::{ItemInfo, Ticket};
 /// User flag bit: the message is asynchronous (Android's
 /// `Message.setAsynchronous`).
 pub(crate) const ASYNC: u8 = 1;
+/// User flag bit: the runtime's own entry (a task wake, a timer, a main
+/// wake), which message predicates never see.
+pub(crate) const INTERNAL: u8 = 0x80;
 
 /// One entry of the loop's queue.
 pub(crate) enum Entry {

@@ -11,7 +11,7 @@ use async_task::{Builder, Runnable};
 
 use crate::context;
 use crate::handle::Remote;
-use crate::message::Entry;
+use crate::message::{Entry, INTERNAL};
 use crate::queue::Push;
 
 /// Spawns a `Send` future on the looper behind `remote`.
@@ -56,7 +56,10 @@ fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
         return;
     }
     let Some(runnable) = slot else { return };
-    if let Err(closed) = remote.push(Entry::Task(runnable), Push::at(remote.now_ticks())) {
+    if let Err(closed) = remote.push(
+        Entry::Task(runnable),
+        Push::at(remote.now_ticks()).flags(INTERNAL),
+    ) {
         let Entry::Task(runnable) = closed.into_inner() else {
             unreachable!()
         };

@@ -140,3 +140,20 @@ fn remove_from_another_thread_while_the_loop_runs() {
     while looper.dispatch_ready().dispatched > 0 {}
     assert_eq!(ran.load(Ordering::SeqCst) + removed, n as usize);
 }
+
+#[test]
+fn remove_where_never_touches_tasks_or_timers() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    let out = looper.block_on(async {
+        let t = deliloop::spawn(async {
+            deliloop::time::sleep(Duration::from_millis(2)).await;
+            7
+        });
+        deliloop::time::sleep(Duration::from_millis(1)).await;
+        // Matches everything it is shown: only messages are shown.
+        assert_eq!(h.remove_where(|_| true), 0);
+        t.await
+    });
+    assert_eq!(out, 7);
+}

@@ -189,16 +189,23 @@ fn markdown(rows: &[Row]) -> String {
             Kind::Baseline => " (baseline)",
             Kind::Floor => " (floor)",
         };
+        let fmt = |v: f64| {
+            if r.workload.contains("(bytes") {
+                format!("{v:.0} B")
+            } else {
+                util::fmt_ns(v)
+            }
+        };
         let _ = writeln!(
             s,
             "| {} | {}{} | {} | {} – {} | {} | {} |",
             r.workload,
             r.imp,
             tag,
-            util::fmt_ns(r.median_ns),
-            util::fmt_ns(r.lo_ns),
-            util::fmt_ns(r.hi_ns),
-            util::fmt_ns(r.p99_ns),
+            fmt(r.median_ns),
+            fmt(r.lo_ns),
+            fmt(r.hi_ns),
+            fmt(r.p99_ns),
             ratio
         );
     }

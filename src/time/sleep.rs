@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::context;
 use crate::handle::Remote;
-use crate::message::{Entry, MessageId, TimerCell};
+use crate::message::{Entry, MessageId, TimerCell, INTERNAL};
 use crate::queue::Push;
 
 /// Waits until `duration` has passed. `Duration::MAX` never completes.
@@ -145,7 +145,10 @@ impl Future for Sleep {
         let cell = Arc::new(TimerCell::default());
         cell.waker.register(cx.waker());
         let entry = Entry::Timer(cell.clone());
-        match self.remote.push_cancellable(entry, Push::at(self.deadline)) {
+        match self
+            .remote
+            .push_cancellable(entry, Push::at(self.deadline).flags(INTERNAL))
+        {
             Ok(id) => {
                 self.reg = Some(Registration { id, cell });
                 Poll::Pending
