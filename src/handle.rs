@@ -39,7 +39,12 @@ impl Remote {
 
     /// `now + delay`, saturating: `Duration::MAX` is "never".
     pub(crate) fn ticks_after(&self, delay: Duration) -> u64 {
-        self.now_ticks().saturating_add(nanos(delay)).min(NEVER)
+        self.ticks_after_from(self.now_ticks(), delay)
+    }
+
+    /// `now + delay` for a given clock reading, saturating.
+    pub(crate) fn ticks_after_from(&self, now: u64, delay: Duration) -> u64 {
+        now.saturating_add(nanos(delay)).min(NEVER)
     }
 
     pub(crate) fn instant_of(&self, ticks: u64) -> Instant {
@@ -164,7 +169,9 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let sleep = Sleep::on(self.remote.clone(), self.remote.ticks_after(delay));
+        let now = self.remote.now_ticks();
+        let deadline = self.remote.ticks_after_from(now, delay);
+        let sleep = Sleep::on(self.remote.clone(), deadline, now);
         self.spawn(async move {
             sleep.await;
             future.await
@@ -188,7 +195,8 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let sleep = Sleep::on(self.remote.clone(), self.remote.ticks_at(when));
+        let now = self.remote.now_ticks();
+        let sleep = Sleep::on(self.remote.clone(), self.remote.ticks_at(when), now);
         self.spawn(async move {
             sleep.await;
             future.await

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 const W: f64 = 720.0;
 const H: f64 = 400.0;
 const L: f64 = 80.0;
-const R: f64 = 220.0;
+const R: f64 = 250.0;
 const T: f64 = 40.0;
 const B: f64 = 60.0;
 const COLORS: [&str; 8] = [

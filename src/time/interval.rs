@@ -70,10 +70,11 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
         "deliloop::time::interval: the period must be non-zero"
     );
     let remote = context::current_remote("deliloop::time::interval");
+    let now = remote.now_ticks();
     let first = remote.ticks_at(start);
     let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
     Interval {
-        sleep: Sleep::on(remote, first),
+        sleep: Sleep::on(remote, first, now),
         period,
         behavior: MissedTickBehavior::Burst,
     }
@@ -110,7 +111,7 @@ impl Interval {
             }
         };
         let at = self.sleep.remote().instant_of(scheduled);
-        self.sleep.reset_ticks(next);
+        self.sleep.reset_ticks(next, now);
         Poll::Ready(at)
     }
 
@@ -131,8 +132,8 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is one period from now.
     pub fn reset(&mut self) {
-        let next = self.sleep.remote().now_ticks().saturating_add(self.period);
-        self.sleep.reset_ticks(next);
+        let now = self.sleep.remote().now_ticks();
+        self.sleep.reset_ticks(now.saturating_add(self.period), now);
     }
 }
 

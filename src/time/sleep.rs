@@ -27,8 +27,9 @@ use crate::queue::Push;
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
     let remote = context::current_remote("deliloop::time::sleep");
-    let deadline = remote.ticks_after(duration);
-    Sleep::on(remote, deadline)
+    let now = remote.now_ticks();
+    let deadline = remote.ticks_after_from(now, duration);
+    Sleep::on(remote, deadline, now)
 }
 
 /// Waits until `deadline`; an instant in the past completes at once.
@@ -45,8 +46,9 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
     let remote = context::current_remote("deliloop::time::sleep_until");
+    let now = remote.now_ticks();
     let deadline = remote.ticks_at(deadline);
-    Sleep::on(remote, deadline)
+    Sleep::on(remote, deadline, now)
 }
 
 /// The future of [`sleep`] and [`sleep_until`]. It is registered with the
@@ -68,6 +70,10 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 pub struct Sleep {
     remote: Arc<Remote>,
     deadline: u64,
+    /// The clock when the deadline was set: a deadline not after it is due
+    /// without a timer. One that passes between creation and first poll is
+    /// registered anyway and fires on the loop's next turn.
+    created: u64,
     reg: Option<Registration>,
 }
 
@@ -77,10 +83,13 @@ struct Registration {
 }
 
 impl Sleep {
-    pub(crate) fn on(remote: Arc<Remote>, deadline: u64) -> Sleep {
+    /// A sleep until `deadline`, which was computed from the clock reading
+    /// `created`.
+    pub(crate) fn on(remote: Arc<Remote>, deadline: u64, created: u64) -> Sleep {
         Sleep {
             remote,
             deadline,
+            created,
             reg: None,
         }
     }
@@ -101,13 +110,14 @@ impl Sleep {
     /// Moves the deadline (earlier or later), cancelling the armed timer;
     /// the next poll arms the new one.
     pub fn reset(&mut self, deadline: Instant) {
-        self.cancel();
-        self.deadline = self.remote.ticks_at(deadline);
+        let now = self.remote.now_ticks();
+        self.reset_ticks(self.remote.ticks_at(deadline), now);
     }
 
-    pub(crate) fn reset_ticks(&mut self, deadline: u64) {
+    pub(crate) fn reset_ticks(&mut self, deadline: u64, now: u64) {
         self.cancel();
         self.deadline = deadline;
+        self.created = now;
     }
 
     pub(crate) fn deadline_ticks(&self) -> u64 {
@@ -139,7 +149,7 @@ impl Future for Sleep {
             }
             return Poll::Pending;
         }
-        if self.deadline <= self.remote.now_ticks() {
+        if self.deadline <= self.created {
             return Poll::Ready(());
         }
         let cell = Arc::new(TimerCell::default());
