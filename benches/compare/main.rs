@@ -11,11 +11,15 @@
 
 #![allow(missing_docs)]
 
+mod cancel;
 mod enqueue;
 mod floors;
 mod insert;
+mod lateness;
 mod plot;
+mod ring;
 mod spawn;
+mod stall;
 mod timers;
 mod util;
 mod wake;
@@ -73,6 +77,10 @@ fn main() {
         ("C", insert::workloads),
         ("D", wake::workloads),
         ("E", timers::workloads),
+        ("F", cancel::workloads),
+        ("G", stall::workloads),
+        ("H", ring::workloads),
+        ("T", lateness::workloads),
         ("floor", floors::workloads),
     ];
     let mut rows: Vec<Row> = Vec::new();

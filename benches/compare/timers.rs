@@ -15,7 +15,7 @@ use crate::Config;
 /// Counts live heap bytes, for the bytes-per-timer rows.
 pub struct Counting;
 
-static LIVE: AtomicIsize = AtomicIsize::new(0);
+pub static LIVE: AtomicIsize = AtomicIsize::new(0);
 
 // SAFETY: forwards to the system allocator and only counts.
 unsafe impl GlobalAlloc for Counting {
