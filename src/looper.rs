@@ -140,6 +140,7 @@ impl Builder {
             budget: self.budget,
             counters: Counters::default(),
             quit_done: Cell::new(false),
+            host_armed: Cell::new(false),
         };
         Ok(Looper {
             core: Rc::new(core),
@@ -164,6 +165,9 @@ pub(crate) struct Core {
     budget: usize,
     counters: Counters,
     quit_done: Cell<bool>,
+    /// `dispatch_ready` left the loop announced asleep for a host that
+    /// waits on the epoll fd; undo that before running again.
+    host_armed: Cell<bool>,
 }
 
 impl Core {
@@ -374,7 +378,36 @@ impl Core {
         }
     }
 
+    /// Back from a host's wait on the epoll fd: consume its readiness and
+    /// mark the queue awake.
+    fn host_resume(&self) {
+        if self.host_armed.replace(false) {
+            self.parker.borrow_mut().drain_events();
+            self.queue.borrow_mut().wake();
+        }
+    }
+
+    /// Before a host waits on the epoll fd: if nothing is ready, announce a
+    /// sleep until the next deadline (so a post wakes the fd) and arm the
+    /// timerfd to that deadline (so the fd turns readable then).
+    fn host_prepare(&self) {
+        if !self.local.borrow().is_empty() || self.quit_done.get() {
+            return;
+        }
+        let mut queue = self.queue.borrow_mut();
+        let now = self.now_ticks();
+        let deadline = queue.next_deadline();
+        if deadline.is_some_and(|d| d <= now) || !queue.prepare_sleep(deadline) {
+            return;
+        }
+        drop(queue);
+        let timeout = deadline.map(|d| Duration::from_nanos(d - now));
+        self.parker.borrow_mut().arm_for_host(timeout);
+        self.host_armed.set(true);
+    }
+
     fn turn(&self, timeout: Option<Duration>, main: Option<&MainWake>) -> Turn {
+        self.host_resume();
         if self.check_quit() {
             return self.turn_result(0, true);
         }
@@ -547,6 +580,13 @@ impl Looper {
     /// Dispatches what is ready now (sweeping posts from other threads in
     /// first) and returns; never blocks. For embedding in a host loop.
     ///
+    /// When it returns with nothing left to do, the looper's fd
+    /// ([`AsRawFd`]) turns readable as soon as there is work again: a post
+    /// from any thread, or the next deadline (through a timerfd). So a host
+    /// loop waits on that fd (with `Turn::next_deadline` as its timeout when
+    /// it is now, meaning "call again at once") and calls `dispatch_ready`
+    /// when it is readable. While work is ready, no syscall is made.
+    ///
     /// # Panics
     /// If a looper is already running on this thread.
     ///
@@ -559,11 +599,14 @@ impl Looper {
     /// ```
     pub fn dispatch_ready(&self) -> Turn {
         let _enter = Enter::new(&self.core, "Looper::dispatch_ready");
+        self.core.host_resume();
         if self.core.check_quit() {
             return self.core.turn_result(0, true);
         }
         let dispatched = self.core.dispatch();
-        self.core.turn_result(dispatched, false)
+        let turn = self.core.turn_result(dispatched, false);
+        self.core.host_prepare();
+        turn
     }
 
     /// Waits for work (at most `timeout`, `None`: no limit) unless some is
@@ -618,8 +661,10 @@ impl Looper {
 }
 
 impl AsRawFd for Looper {
-    /// The epoll descriptor: readable when the loop has something to do
-    /// (a post arrived while it was parked, a timer expired, I/O is ready).
+    /// The epoll descriptor, for host loops. After
+    /// [`dispatch_ready`](Looper::dispatch_ready) returns with nothing ready,
+    /// it is readable once there is work: a post from any thread, the next
+    /// deadline, or I/O.
     fn as_raw_fd(&self) -> RawFd {
         self.core.parker.borrow().as_raw_fd()
     }

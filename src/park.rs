@@ -17,6 +17,8 @@ pub(crate) struct Parker {
     poll: Poll,
     events: Events,
     timer: Option<OwnedFd>,
+    /// The timer may be armed (so disarming needs a syscall).
+    armed: bool,
 }
 
 impl Parker {
@@ -35,6 +37,7 @@ impl Parker {
                 poll,
                 events: Events::with_capacity(64),
                 timer,
+                armed: false,
             },
             waker,
         ))
@@ -45,11 +48,38 @@ impl Parker {
         self.poll.registry()
     }
 
+    /// For a host loop that waits on the epoll fd itself: arms the timer so
+    /// the fd turns readable `timeout` from now (or disarms it). Returns
+    /// false if there is no timerfd (the host must honour the deadline).
+    pub(crate) fn arm_for_host(&mut self, timeout: Option<Duration>) -> bool {
+        let Some(fd) = &self.timer else { return false };
+        match timeout {
+            Some(d) => {
+                self.armed = true;
+                arm(fd, d).is_ok()
+            }
+            None if self.armed => {
+                self.armed = false;
+                arm_raw(fd, Duration::ZERO).is_ok()
+            }
+            None => true,
+        }
+    }
+
+    /// Consumes pending readiness without blocking, so the epoll fd stops
+    /// being readable until something new happens.
+    pub(crate) fn drain_events(&mut self) {
+        self.park(Some(Duration::ZERO));
+    }
+
     /// Sleeps until a wake-up, an I/O event, or `timeout`.
     pub(crate) fn park(&mut self, timeout: Option<Duration>) {
         let poll_timeout = match (timeout, &self.timer) {
             (Some(d), _) if d.is_zero() => Some(Duration::ZERO),
-            (Some(d), Some(fd)) if arm(fd, d).is_ok() => None,
+            (Some(d), Some(fd)) if arm(fd, d).is_ok() => {
+                self.armed = true;
+                None
+            }
             (t, _) => t,
         };
         match self.poll.poll(&mut self.events, poll_timeout) {
@@ -90,7 +120,11 @@ fn timerfd_create() -> io::Result<OwnedFd> {
 
 /// Arms the timer to fire once, `d` from now.
 fn arm(fd: &OwnedFd, d: Duration) -> io::Result<()> {
-    let d = d.max(Duration::from_nanos(1));
+    arm_raw(fd, d.max(Duration::from_nanos(1)))
+}
+
+/// Sets the timer: once, `d` from now; `d == 0` disarms it.
+fn arm_raw(fd: &OwnedFd, d: Duration) -> io::Result<()> {
     let spec = libc::itimerspec {
         it_interval: libc::timespec {
             tv_sec: 0,
