@@ -18,6 +18,7 @@ mod insert;
 mod lateness;
 mod plot;
 mod ring;
+mod server;
 mod spawn;
 mod stall;
 mod timers;
@@ -80,6 +81,7 @@ fn main() {
         ("F", cancel::workloads),
         ("G", stall::workloads),
         ("H", ring::workloads),
+        ("H", server::workloads),
         ("T", lateness::workloads),
         ("floor", floors::workloads),
     ];
