@@ -82,6 +82,9 @@ pub struct DeliQueue<T> {
     tombstones: usize,
     live: usize,
     limbo: Limbo<*mut Node<T>>,
+    /// Blocks pushed on the shared `returned` stack since it was last seen
+    /// empty (`alloc.rs`).
+    returned_len: usize,
     /// Cancelled payloads, dropped once the structure is consistent.
     to_drop: Vec<T>,
 }
@@ -122,6 +125,7 @@ impl<T> DeliQueue<T> {
             tombstones: 0,
             live: 0,
             limbo: Limbo::new(),
+            returned_len: 0,
             to_drop: Vec::new(),
         }
     }
@@ -278,11 +282,12 @@ impl<T> DeliQueue<T> {
             self.compact();
         }
         if self.limbo.len() > 0 {
-            let gate = &self.shared.gate;
+            let (gate, returned) = (&self.shared.gate, &self.shared.returned);
+            let returned_len = &mut self.returned_len;
             self.limbo.reclaim(gate, |node| {
                 // SAFETY: retired, unlinked, no tickets, and no walker can
-                // reach it any more (gate.rs).
-                unsafe { Node::free(node) }
+                // reach it any more (gate.rs); this is the consumer.
+                unsafe { Node::release(node, returned, returned_len) }
             });
         }
         if !self.to_drop.is_empty() {

@@ -54,6 +54,7 @@
 //! * A node is freed only when it is retired, has no tickets, and no walker
 //!   can reach it.
 
+mod alloc;
 mod consumer;
 mod gate;
 pub mod heap;

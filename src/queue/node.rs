@@ -25,6 +25,7 @@
 //! freed once it is RETIRED with no tickets; whichever of "retire" and "last
 //! ticket dropped" comes second sees that and hands the node to reclamation.
 
+use std::alloc::Layout;
 use std::mem::MaybeUninit;
 use std::ptr;
 
@@ -72,8 +73,17 @@ pub(crate) struct Node<T> {
 }
 
 impl<T> Node<T> {
-    pub(crate) fn alloc(item: T, when: u64, tag: u64, flags: u32, tickets: usize) -> *mut Node<T> {
-        Box::into_raw(Box::new(Node {
+    /// A new node, its memory recycled where possible (`alloc.rs`).
+    pub(crate) fn alloc(
+        returned: &AtomicPtr<u8>,
+        item: T,
+        when: u64,
+        tag: u64,
+        flags: u32,
+        tickets: usize,
+    ) -> *mut Node<T> {
+        let node = super::alloc::allocate(Layout::new::<Node<T>>(), returned).cast::<Node<T>>();
+        let value = Node {
             state: AtomicUsize::new(QUEUED | (tickets * TICKET)),
             next: AtomicPtr::new(ptr::null_mut()),
             free_next: UnsafeCell::new(ptr::null_mut()),
@@ -85,7 +95,40 @@ impl<T> Node<T> {
             payload: UnsafeCell::new(MaybeUninit::new(item)),
             #[cfg(loom)]
             dead: std::sync::atomic::AtomicBool::new(false),
-        }))
+        };
+        // SAFETY: fresh memory of `Node<T>`'s layout that this thread owns.
+        unsafe { node.as_ptr().write(value) };
+        node.as_ptr()
+    }
+
+    /// The consumer's release of a dead node: its memory is recycled
+    /// (`alloc.rs`); under loom it is only marked dead.
+    ///
+    /// # Safety
+    /// As for [`Node::free`], on the consumer thread, with `returned` and
+    /// `returned_len` the queue's recycling stack and the consumer's count.
+    pub(crate) unsafe fn release(
+        node: *mut Node<T>,
+        returned: &AtomicPtr<u8>,
+        returned_len: &mut usize,
+    ) {
+        #[cfg(loom)]
+        {
+            let _ = (returned, returned_len);
+            // SAFETY: see the contract.
+            unsafe { Node::free(node) };
+        }
+        #[cfg(not(loom))]
+        // SAFETY: the node is dead and its fields have no drop glue; the
+        // memory came from `Node::alloc` with this layout.
+        unsafe {
+            let block = std::ptr::NonNull::new_unchecked(node.cast::<u8>());
+            super::alloc::recycle(
+                Layout::new::<Node<T>>(),
+                block,
+                Some((returned, returned_len)),
+            );
+        }
     }
 
     /// Moves the node out of QUEUED into `to` (TAKEN or REMOVED). Returns
@@ -152,7 +195,8 @@ impl<T> Node<T> {
     ///
     /// # Safety
     /// `node` came from [`Node::alloc`], no thread can reach it any more, and
-    /// its payload was taken or dropped.
+    /// its payload was taken or dropped. (`Node::alloc` allocates with the
+    /// global allocator and `Node<T>`'s layout, as `Box` does.)
     pub(crate) unsafe fn free(node: *mut Node<T>) {
         #[cfg(loom)]
         {

@@ -251,6 +251,7 @@ impl<T> Producer<T> {
     ) -> Result<(NonNull<Node<T>>, Pushed), Closed<T>> {
         let when = opts.when();
         let node = Node::alloc(
+            &self.shared.returned,
             item,
             when,
             opts.tag.unwrap_or(0),

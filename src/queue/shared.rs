@@ -31,6 +31,8 @@ pub(crate) const CLOSED: usize = 1;
 pub(crate) struct Shared<T> {
     pub(crate) top: AtomicPtr<Node<T>>,
     pub(crate) free: AtomicPtr<Node<T>>,
+    /// Dead node memory for producers to reuse (`alloc.rs`).
+    pub(crate) returned: AtomicPtr<u8>,
     pub(crate) wait: WaitWord,
     pub(crate) gate: Gate,
     /// Retired nodes the consumer handed over when it was dropped, freed with
@@ -43,6 +45,7 @@ impl<T> Shared<T> {
         Shared {
             top: AtomicPtr::new(ptr::null_mut()),
             free: AtomicPtr::new(ptr::null_mut()),
+            returned: AtomicPtr::new(ptr::null_mut()),
             wait: WaitWord::new(),
             gate: Gate::new(),
             orphans: UnsafeCell::new(Vec::new()),
@@ -144,6 +147,10 @@ impl<T> Drop for Shared<T> {
             // SAFETY: retired nodes with no ticket, unreachable now.
             unsafe { Node::free(node) };
         }
+        // SAFETY: no other reference to the stack exists.
+        unsafe {
+            super::alloc::free_returned(std::alloc::Layout::new::<Node<T>>(), &self.returned)
+        };
         let mut node = self.free.swap(ptr::null_mut(), Ordering::Acquire);
         while !node.is_null() {
             // SAFETY: nodes on the free list are alive until freed here, and

@@ -1,0 +1,181 @@
+//! Node memory: allocation and recycling.
+//!
+//! # Design
+//!
+//! A node per push, allocated on the producer's thread and freed on the
+//! consumer's, makes every item pay a malloc and a cross-thread free. Node
+//! memory is recycled instead, without ever letting a producer pop single
+//! nodes from a shared pool (which would bring ABA back):
+//!
+//! * A node is recycled only where it would have been freed: by the
+//!   consumer, once it is retired, has no tickets, and its grace period has
+//!   passed (`gate.rs`). Nobody else can reach its memory then.
+//! * The consumer puts the memory in its own thread's *magazine* first (it
+//!   allocates too: timers, its own posts), then on the queue's `returned`
+//!   stack. Only the consumer pushes on `returned`; producers take the whole
+//!   stack with one `swap(null)`, so no thread ever reads the link of a
+//!   node another thread may be taking: no ABA.
+//! * A producer allocates from its thread's magazine, refills it from
+//!   `returned`, and falls back to the global allocator.
+//! * Magazines are per thread and per node layout (memory is memory: a
+//!   node that served one queue may serve another of the same layout), are
+//!   bounded by [`MAGAZINE_MAX`], and are freed when their thread exits.
+//!   `returned` is bounded by [`RETURNED_MAX`]; past either bound, memory
+//!   goes back to the allocator.
+//!
+//! Under loom nothing is recycled (nodes are never really freed there).
+
+use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
+use std::cell::RefCell;
+use std::ptr::{self, NonNull};
+
+use crate::sync::{AtomicPtr, Ordering};
+
+/// Node blocks one thread keeps per layout. As large as `returned` may
+/// grow, so a producer that refills an empty magazine from it keeps every
+/// block it takes.
+pub(crate) const MAGAZINE_MAX: usize = if cfg!(miri) { 8 } else { 1024 };
+/// Node blocks the `returned` stack may hold.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) const RETURNED_MAX: usize = if cfg!(miri) { 8 } else { 1024 };
+
+struct Magazines(Vec<(Layout, Vec<NonNull<u8>>)>);
+
+impl Drop for Magazines {
+    fn drop(&mut self) {
+        for (layout, blocks) in self.0.drain(..) {
+            for b in blocks {
+                // SAFETY: every block was allocated with `layout` and is owned
+                // by this magazine.
+                unsafe { dealloc(b.as_ptr(), layout) };
+            }
+        }
+    }
+}
+
+thread_local! {
+    static MAGAZINES: RefCell<Magazines> = const { RefCell::new(Magazines(Vec::new())) };
+}
+
+fn with_magazine<R>(layout: Layout, f: impl FnOnce(&mut Vec<NonNull<u8>>) -> R) -> Option<R> {
+    MAGAZINES
+        .try_with(|m| {
+            let mut m = m.try_borrow_mut().ok()?;
+            let idx = match m.0.iter().position(|(l, _)| *l == layout) {
+                Some(i) => i,
+                None => {
+                    m.0.push((layout, Vec::new()));
+                    m.0.len() - 1
+                }
+            };
+            Some(f(&mut m.0[idx].1))
+        })
+        .ok()
+        .flatten()
+}
+
+/// Memory for one node of `layout`: from this thread's magazine, else the
+/// `returned` stack, else the allocator.
+pub(crate) fn allocate(layout: Layout, returned: &AtomicPtr<u8>) -> NonNull<u8> {
+    if cfg!(not(loom)) {
+        if let Some(Some(b)) = with_magazine(layout, |m| m.pop()) {
+            return b;
+        }
+        if !returned.load(Ordering::Relaxed).is_null() {
+            let chain = returned.swap(ptr::null_mut(), Ordering::Acquire);
+            if let Some(first) = NonNull::new(chain) {
+                // SAFETY: the chain was handed over whole by the swap; its
+                // links were written before the consumer's Release push.
+                let mut rest = unsafe { read_link(first) };
+                while let Some(b) = NonNull::new(rest) {
+                    // SAFETY: as above.
+                    rest = unsafe { read_link(b) };
+                    if with_magazine(layout, |m| {
+                        (m.len() < MAGAZINE_MAX).then(|| m.push(b)).is_some()
+                    }) != Some(true)
+                    {
+                        // SAFETY: `b` is a block of `layout` that we own.
+                        unsafe { dealloc(b.as_ptr(), layout) };
+                    }
+                }
+                return first;
+            }
+        }
+    }
+    // SAFETY: node layouts have a non-zero size.
+    let p = unsafe { alloc(layout) };
+    NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout))
+}
+
+/// Gives back a block of `layout` that nobody can reach any more: to this
+/// thread's magazine, else (from the consumer, with `returned_len` its
+/// count of blocks it pushed since it last saw the stack empty) onto
+/// `returned`, else to the allocator.
+///
+/// # Safety
+/// `block` was allocated with `layout`, is dead (no thread can reach it),
+/// and the caller owns it. Only the consumer may pass `returned`.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) unsafe fn recycle(
+    layout: Layout,
+    block: NonNull<u8>,
+    returned: Option<(&AtomicPtr<u8>, &mut usize)>,
+) {
+    if cfg!(not(loom))
+        && with_magazine(layout, |m| {
+            (m.len() < MAGAZINE_MAX).then(|| m.push(block)).is_some()
+        }) == Some(true)
+    {
+        return;
+    }
+    if let Some((stack, len)) = returned {
+        let mut head = stack.load(Ordering::Relaxed);
+        if head.is_null() {
+            *len = 0;
+        }
+        if cfg!(not(loom)) && *len < RETURNED_MAX {
+            loop {
+                // SAFETY: the caller owns the dead block; its first word
+                // becomes the link.
+                unsafe { block.as_ptr().cast::<*mut u8>().write(head) };
+                match stack.compare_exchange_weak(
+                    head,
+                    block.as_ptr(),
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        *len += 1;
+                        return;
+                    }
+                    Err(actual) => head = actual,
+                }
+            }
+        }
+    }
+    // SAFETY: see the contract.
+    unsafe { dealloc(block.as_ptr(), layout) };
+}
+
+/// Frees every block on a `returned` stack (when its queue goes away).
+///
+/// # Safety
+/// No other thread can use the stack any more.
+pub(crate) unsafe fn free_returned(layout: Layout, returned: &AtomicPtr<u8>) {
+    let mut p = returned.swap(ptr::null_mut(), Ordering::Acquire);
+    while let Some(b) = NonNull::new(p) {
+        // SAFETY: blocks on the stack are dead, owned by the stack, and
+        // were allocated with `layout`.
+        unsafe {
+            p = read_link(b);
+            dealloc(b.as_ptr(), layout);
+        }
+    }
+}
+
+/// # Safety
+/// `b` is a block on a `returned` chain that the caller owns.
+unsafe fn read_link(b: NonNull<u8>) -> *mut u8 {
+    // SAFETY: see the contract; the first word is the link.
+    unsafe { b.as_ptr().cast::<*mut u8>().read() }
+}
