@@ -463,10 +463,16 @@ impl<T> DeliQueue<T> {
         if local & HEAP_DONE == 0 || local & LIST_DONE == 0 {
             return;
         }
-        let removed_unprocessed =
-            n.state.load(Ordering::Acquire) & REMOVED != 0 && local & PAYLOAD_GONE == 0;
-        if removed_unprocessed {
+        let state = n.state.load(Ordering::Acquire);
+        if state & REMOVED != 0 && local & PAYLOAD_GONE == 0 {
             // Its free-list push has not reached us yet; retire then.
+            return;
+        }
+        // Tickets are only made at push time, so once the count reads zero
+        // it stays zero: no ticket can look at RETIRED any more, and the
+        // locked RMW is not needed.
+        if state / TICKET == 0 {
+            self.limbo.push(node);
             return;
         }
         let prev = n.state.fetch_or(RETIRED, Ordering::AcqRel);
