@@ -34,7 +34,9 @@
 //! **Reclamation** (`gate.rs`). Only the consumer frees nodes. Unlinked
 //! nodes wait in a bounded limbo until a two-counter grace period shows no
 //! walker can hold them. A node with a live [`Ticket`] is retired but not
-//! freed; its last ticket hands it back through the free list.
+//! freed; its last ticket hands it back through the free list. Freed node
+//! memory is recycled (`alloc.rs`): per-thread magazines, refilled from a
+//! stack that only the consumer pushes and producers take whole.
 //!
 //! **Waking** (`wait.rs`). One wait word says "awake" or "asleep until D".
 //! A push reports [`Pushed::wake`] only if the consumer sleeps past the new
