@@ -184,9 +184,9 @@ fn markdown(rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| workload | implementation | median | 95% interval | p99 | vs best peer |"
+        "| workload | implementation | median | 95% interval | p99 | p99.9 | vs best peer |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
     for r in rows {
         let ratio = match r.ratio_vs_best_peer {
             Some(x) if r.kind == Kind::Ours => format!("**{x:.2}x**"),
@@ -208,7 +208,7 @@ fn markdown(rows: &[Row]) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {}{} | {} | {} – {} | {} | {} |",
+            "| {} | {}{} | {} | {} – {} | {} | {} | {} |",
             r.workload,
             r.imp,
             tag,
@@ -216,6 +216,7 @@ fn markdown(rows: &[Row]) -> String {
             fmt(r.lo_ns),
             fmt(r.hi_ns),
             fmt(r.p99_ns),
+            fmt(r.p999_ns),
             ratio
         );
     }

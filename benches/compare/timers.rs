@@ -110,6 +110,48 @@ fn imps(n: usize, hold: bool, bytes: bool) -> Vec<Imp<'static>> {
     ]
 }
 
+/// Registers `n` timers all due 1 ms from now and awaits them all; ns per
+/// timer from the first registration to the last firing.
+fn fire(n: usize) -> Vec<Imp<'static>> {
+    vec![
+        Imp::new("deliloop sleep", Kind::Ours, move || {
+            let looper = deliloop::Looper::new().unwrap();
+            looper.block_on(async {
+                per_op_async(n, || {
+                    let at = Instant::now() + Duration::from_millis(1);
+                    futures::future::join_all((0..n).map(|_| deliloop::time::sleep_until(at)))
+                })
+                .await
+            })
+        }),
+        Imp::new("tokio sleep", Kind::Peer, move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                per_op_async(n, || {
+                    let at = tokio::time::Instant::now() + Duration::from_millis(1);
+                    futures::future::join_all((0..n).map(|_| tokio::time::sleep_until(at)))
+                })
+                .await
+            })
+        }),
+        Imp::new("async-io Timer", Kind::Peer, move || {
+            async_io::block_on(per_op_async(n, || {
+                let at = Instant::now() + Duration::from_millis(1);
+                futures::future::join_all((0..n).map(|_| async_io::Timer::at(at)))
+            }))
+        }),
+    ]
+}
+
+async fn per_op_async<F: Future>(n: usize, make: impl FnOnce() -> F) -> Vec<f64> {
+    let t = Instant::now();
+    make().await;
+    vec![t.elapsed().as_nanos() as f64 / n as f64]
+}
+
 pub fn workloads(cfg: &Config) -> Vec<(String, Vec<Imp<'static>>)> {
     let n = cfg.n(1_000_000);
     vec![
@@ -127,6 +169,10 @@ pub fn workloads(cfg: &Config) -> Vec<(String, Vec<Imp<'static>>)> {
                 n / 10
             ),
             imps(n / 10, true, true),
+        ),
+        (
+            format!("E4 fire {} timers due together (ns/timer)", n / 10),
+            fire(n / 10),
         ),
     ]
 }

@@ -37,6 +37,7 @@ pub struct Row {
     pub lo_ns: f64,
     pub hi_ns: f64,
     pub p99_ns: f64,
+    pub p999_ns: f64,
     pub ratio_vs_best_peer: Option<f64>,
     /// Every sample (latencies, or one value per round), sorted.
     pub samples: Vec<f64>,
@@ -86,6 +87,7 @@ pub fn run_interleaved(workload: &str, rounds: usize, imps: &mut [Imp<'_>]) -> V
                     percentile(&r, 0.975)
                 },
                 p99_ns: percentile(&a, 0.99),
+                p999_ns: percentile(&a, 0.999),
                 ratio_vs_best_peer: None,
                 samples: a,
             }
@@ -134,12 +136,13 @@ pub fn to_json(rows: &[Row]) -> String {
             .map_or("null".to_string(), |x| format!("{x:.4}"));
         let _ = write!(
             s,
-            "  {{\"workload\": {:?}, \"impl\": {:?}, \"kind\": {:?}, \"median_ns\": {:.1}, \"p99_ns\": {:.1}, \"ratio_vs_best_peer\": {}}}",
+            "  {{\"workload\": {:?}, \"impl\": {:?}, \"kind\": {:?}, \"median_ns\": {:.1}, \"p99_ns\": {:.1}, \"p999_ns\": {:.1}, \"ratio_vs_best_peer\": {}}}",
             r.workload,
             r.imp,
             format!("{:?}", r.kind).to_lowercase(),
             r.median_ns,
             r.p99_ns,
+            r.p999_ns,
             ratio
         );
         s.push_str(if i + 1 < rows.len() { ",\n" } else { "\n" });
