@@ -7,12 +7,8 @@ use std::time::{Duration, Instant};
 
 use deliloop::{Looper, Tag};
 
-struct Counted(Arc<AtomicUsize>);
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
+mod common;
+use common::Counted;
 
 #[test]
 fn a_cancelled_message_never_runs_and_is_dropped_once() {

@@ -9,12 +9,8 @@ use std::sync::Arc;
 use deliloop::queue::{DeliQueue, Push};
 use loom::thread;
 
-struct Counted(Arc<AtomicUsize>);
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
+mod common;
+use common::Counted;
 
 /// Pushes from two threads racing the consumer's sweeps: every item comes
 /// out exactly once, each producer's items in order.

@@ -6,6 +6,9 @@ use std::thread;
 
 use deliloop::queue::{DeliQueue, Push};
 
+mod common;
+use common::Counted;
+
 fn pop_all<T>(q: &mut DeliQueue<T>, now: u64) -> Vec<T> {
     std::iter::from_fn(|| q.pop_due(now).map(|e| e.item)).collect()
 }
@@ -114,13 +117,6 @@ fn cancel_after_sweep_and_after_pop() {
     assert_eq!(q.pop_due(10).map(|e| e.item), Some(1));
     assert!(!t1.cancel(), "a popped item cannot be cancelled");
     assert_eq!(q.pop_due(10).map(|e| e.item), None);
-}
-
-struct Counted(Arc<AtomicUsize>);
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
 }
 
 #[test]

@@ -7,12 +7,8 @@ use std::time::Duration;
 
 use deliloop::{Looper, PostError};
 
-struct Counted(Arc<AtomicUsize>);
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
+mod common;
+use common::Counted;
 
 fn post_counted(
     looper: &Looper,

@@ -6,26 +6,10 @@
 
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::task::Poll;
 use std::thread;
 
-use futures::future::poll_fn;
-
-use crate::util::{pin_to, Imp, Kind};
+use crate::util::{pin_to, yield_now, Imp, Kind};
 use crate::Config;
-
-fn yield_now() -> impl std::future::Future<Output = ()> {
-    let mut yielded = false;
-    poll_fn(move |cx| {
-        if yielded {
-            Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    })
-}
 
 /// One request: a little work, a yield, a little more work.
 async fn handle(req: u64, reply: mpsc::Sender<u64>) {

@@ -2,26 +2,11 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::task::Poll;
 
-use futures::future::poll_fn;
 use futures::task::LocalSpawnExt;
 
-use crate::util::{per_op, Imp, Kind};
+use crate::util::{per_op, yield_now, Imp, Kind};
 use crate::Config;
-
-fn yield_now() -> impl std::future::Future<Output = ()> {
-    let mut yielded = false;
-    poll_fn(move |cx| {
-        if yielded {
-            Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    })
-}
 
 /// A task body: `yields` yields, then count itself done.
 async fn body(done: Rc<Cell<usize>>, yields: usize) {

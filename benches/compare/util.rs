@@ -172,3 +172,17 @@ pub fn per_op(ops: usize, f: impl FnOnce()) -> Vec<f64> {
     f();
     vec![t.elapsed().as_nanos() as f64 / ops as f64]
 }
+
+/// Yields once: wakes itself and returns `Pending` the first time.
+pub fn yield_now() -> impl std::future::Future<Output = ()> {
+    let mut yielded = false;
+    futures::future::poll_fn(move |cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+}
