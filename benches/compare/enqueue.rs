@@ -46,6 +46,24 @@ where
     vec![ns]
 }
 
+/// Receives `total` items: blocking with `recv`, or spinning on `try_recv`.
+fn consume(
+    total: usize,
+    blocking: bool,
+    mut recv: impl FnMut(),
+    mut try_recv: impl FnMut() -> bool,
+) {
+    for _ in 0..total {
+        if blocking {
+            recv();
+        } else {
+            while !try_recv() {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
 fn imps(producers: usize, m: usize, blocking: bool) -> Vec<Imp<'static>> {
     let total = producers * m;
     let mut v = vec![
@@ -112,15 +130,14 @@ fn imps(producers: usize, m: usize, blocking: bool) -> Vec<Imp<'static>> {
                     move |i| tx.send(i).unwrap()
                 },
                 || {
-                    for _ in 0..total {
-                        if blocking {
+                    consume(
+                        total,
+                        blocking,
+                        || {
                             rx.recv().unwrap();
-                        } else {
-                            while rx.try_recv().is_err() {
-                                std::hint::spin_loop();
-                            }
-                        }
-                    }
+                        },
+                        || rx.try_recv().is_ok(),
+                    )
                 },
             )
         }),
@@ -134,15 +151,14 @@ fn imps(producers: usize, m: usize, blocking: bool) -> Vec<Imp<'static>> {
                     move |i| tx.send(i).unwrap()
                 },
                 || {
-                    for _ in 0..total {
-                        if blocking {
+                    consume(
+                        total,
+                        blocking,
+                        || {
                             rx.recv().unwrap();
-                        } else {
-                            while rx.try_recv().is_err() {
-                                std::hint::spin_loop();
-                            }
-                        }
-                    }
+                        },
+                        || rx.try_recv().is_ok(),
+                    )
                 },
             )
         }),
@@ -166,11 +182,7 @@ fn imps(producers: usize, m: usize, blocking: bool) -> Vec<Imp<'static>> {
                             }
                         });
                     } else {
-                        for _ in 0..total {
-                            while rx.try_recv().is_err() {
-                                std::hint::spin_loop();
-                            }
-                        }
+                        consume(total, false, || {}, || rx.try_recv().is_ok());
                     }
                 },
             )
