@@ -84,7 +84,7 @@ impl Remote {
         let _ = self
             .quit_mode
             .compare_exchange(RUNNING, mode, Ordering::AcqRel, Ordering::Acquire);
-        if self.producer.close() {
+        if self.producer.close().is_some_and(|c| c.wake) {
             self.wake_loop();
         }
     }

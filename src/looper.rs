@@ -644,7 +644,11 @@ impl Looper {
             c.messages_run.get(),
             c.timers_fired.get(),
         );
-        let pending = self.core.queue.borrow_mut().len() + self.core.local.borrow().len();
+        let (pending, limbo, limbo_peak) = {
+            let mut q = self.core.queue.borrow_mut();
+            (q.len(), q.limbo_len(), q.limbo_peak())
+        };
+        let pending = pending + self.core.local.borrow().len();
         Stats {
             dispatched: tasks + messages + timers,
             tasks_polled: tasks,
@@ -656,6 +660,8 @@ impl Looper {
             dropped_on_quit: c.dropped_on_quit.get(),
             tasks_cancelled: c.tasks_cancelled.get(),
             pending: pending as u64,
+            limbo: limbo as u64,
+            limbo_peak: limbo_peak as u64,
         }
     }
 }

@@ -8,11 +8,6 @@ mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize};
     pub(crate) use loom::sync::Arc;
-
-    /// Lets other threads run while this one waits for them.
-    pub(crate) fn spin_wait() {
-        loom::thread::yield_now();
-    }
 }
 
 #[cfg(not(loom))]
@@ -42,11 +37,6 @@ mod imp {
         pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
             f(self.0.get())
         }
-    }
-
-    /// Lets other threads run while this one waits for them.
-    pub(crate) fn spin_wait() {
-        std::thread::yield_now();
     }
 }
 

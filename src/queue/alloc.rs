@@ -22,8 +22,12 @@
 //!   bounded by [`MAGAZINE_MAX`], and are freed when their thread exits.
 //!   `returned` is bounded by [`RETURNED_MAX`]; past either bound, memory
 //!   goes back to the allocator.
-//!
-//! Under loom nothing is recycled (nodes are never really freed there).
+//! * The `returned` link lives in the dead node's `free_next` cell (the
+//!   caller passes how to read and write it), so under loom every access to
+//!   a recycled node, its link included, goes through loom's cells and is
+//!   checked against the node's previous life. Under loom memory is never
+//!   given back to the allocator and magazines hold at most two blocks, so
+//!   the models reach the `returned` path.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cell::RefCell;
@@ -34,10 +38,20 @@ use crate::sync::{AtomicPtr, Ordering};
 /// Node blocks one thread keeps per layout. As large as `returned` may
 /// grow, so a producer that refills an empty magazine from it keeps every
 /// block it takes.
-pub(crate) const MAGAZINE_MAX: usize = if cfg!(miri) { 8 } else { 1024 };
+pub(crate) const MAGAZINE_MAX: usize = if cfg!(loom) {
+    2
+} else if cfg!(miri) {
+    8
+} else {
+    1024
+};
 /// Node blocks the `returned` stack may hold.
-#[cfg_attr(loom, allow(dead_code))]
-pub(crate) const RETURNED_MAX: usize = if cfg!(miri) { 8 } else { 1024 };
+pub(crate) const RETURNED_MAX: usize = MAGAZINE_MAX;
+
+/// Reads the `returned` link of a dead block (the caller owns it).
+pub(crate) type ReadLink = fn(NonNull<u8>) -> *mut u8;
+/// Writes the `returned` link of a dead block (the caller owns it).
+pub(crate) type WriteLink = fn(NonNull<u8>, *mut u8);
 
 struct Magazines(Vec<(Layout, Vec<NonNull<u8>>)>);
 
@@ -45,16 +59,28 @@ impl Drop for Magazines {
     fn drop(&mut self) {
         for (layout, blocks) in self.0.drain(..) {
             for b in blocks {
-                // SAFETY: every block was allocated with `layout` and is owned
-                // by this magazine.
-                unsafe { dealloc(b.as_ptr(), layout) };
+                give_back(b, layout);
             }
         }
     }
 }
 
-thread_local! {
+#[cfg(not(loom))]
+std::thread_local! {
     static MAGAZINES: RefCell<Magazines> = const { RefCell::new(Magazines(Vec::new())) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static MAGAZINES: RefCell<Magazines> = RefCell::new(Magazines(Vec::new()));
+}
+
+/// Returns a block to the allocator (under loom: leaks it, since loom's
+/// cells in it must outlive every execution's accesses).
+fn give_back(b: NonNull<u8>, layout: Layout) {
+    if cfg!(not(loom)) {
+        // SAFETY: every caller passes a dead block of `layout` that it owns.
+        unsafe { dealloc(b.as_ptr(), layout) };
+    }
 }
 
 fn with_magazine<R>(layout: Layout, f: impl FnOnce(&mut Vec<NonNull<u8>>) -> R) -> Option<R> {
@@ -75,36 +101,40 @@ fn with_magazine<R>(layout: Layout, f: impl FnOnce(&mut Vec<NonNull<u8>>) -> R) 
 }
 
 /// Memory for one node of `layout`: from this thread's magazine, else the
-/// `returned` stack, else the allocator.
-pub(crate) fn allocate(layout: Layout, returned: &AtomicPtr<u8>) -> NonNull<u8> {
-    if cfg!(not(loom)) {
-        if let Some(Some(b)) = with_magazine(layout, |m| m.pop()) {
-            return b;
-        }
-        if !returned.load(Ordering::Relaxed).is_null() {
-            let chain = returned.swap(ptr::null_mut(), Ordering::Acquire);
-            if let Some(first) = NonNull::new(chain) {
-                // SAFETY: the chain was handed over whole by the swap; its
-                // links were written before the consumer's Release push.
-                let mut rest = unsafe { read_link(first) };
-                while let Some(b) = NonNull::new(rest) {
-                    // SAFETY: as above.
-                    rest = unsafe { read_link(b) };
-                    if with_magazine(layout, |m| {
-                        (m.len() < MAGAZINE_MAX).then(|| m.push(b)).is_some()
-                    }) != Some(true)
-                    {
-                        // SAFETY: `b` is a block of `layout` that we own.
-                        unsafe { dealloc(b.as_ptr(), layout) };
-                    }
+/// `returned` stack, else the allocator. The flag says whether the block
+/// was recycled (it held a dead node).
+pub(crate) fn allocate(
+    layout: Layout,
+    returned: &AtomicPtr<u8>,
+    read_link: ReadLink,
+) -> (NonNull<u8>, bool) {
+    if let Some(Some(b)) = with_magazine(layout, |m| m.pop()) {
+        return (b, true);
+    }
+    if !returned.load(Ordering::Relaxed).is_null() {
+        let chain = returned.swap(ptr::null_mut(), Ordering::Acquire);
+        if let Some(first) = NonNull::new(chain) {
+            // The chain was handed over whole by the swap; its links were
+            // written before the consumer's Release push.
+            let mut rest = read_link(first);
+            while let Some(b) = NonNull::new(rest) {
+                rest = read_link(b);
+                if with_magazine(layout, |m| {
+                    (m.len() < MAGAZINE_MAX).then(|| m.push(b)).is_some()
+                }) != Some(true)
+                {
+                    give_back(b, layout);
                 }
-                return first;
             }
+            return (first, true);
         }
     }
     // SAFETY: node layouts have a non-zero size.
     let p = unsafe { alloc(layout) };
-    NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout))
+    (
+        NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout)),
+        false,
+    )
 }
 
 /// Gives back a block of `layout` that nobody can reach any more: to this
@@ -115,16 +145,15 @@ pub(crate) fn allocate(layout: Layout, returned: &AtomicPtr<u8>) -> NonNull<u8> 
 /// # Safety
 /// `block` was allocated with `layout`, is dead (no thread can reach it),
 /// and the caller owns it. Only the consumer may pass `returned`.
-#[cfg_attr(loom, allow(dead_code))]
 pub(crate) unsafe fn recycle(
     layout: Layout,
     block: NonNull<u8>,
     returned: Option<(&AtomicPtr<u8>, &mut usize)>,
+    write_link: WriteLink,
 ) {
-    if cfg!(not(loom))
-        && with_magazine(layout, |m| {
-            (m.len() < MAGAZINE_MAX).then(|| m.push(block)).is_some()
-        }) == Some(true)
+    if with_magazine(layout, |m| {
+        (m.len() < MAGAZINE_MAX).then(|| m.push(block)).is_some()
+    }) == Some(true)
     {
         return;
     }
@@ -133,11 +162,10 @@ pub(crate) unsafe fn recycle(
         if head.is_null() {
             *len = 0;
         }
-        if cfg!(not(loom)) && *len < RETURNED_MAX {
+        if *len < RETURNED_MAX {
             loop {
-                // SAFETY: the caller owns the dead block; its first word
-                // becomes the link.
-                unsafe { block.as_ptr().cast::<*mut u8>().write(head) };
+                // The caller owns the dead block; its link cell takes the head.
+                write_link(block, head);
                 match stack.compare_exchange_weak(
                     head,
                     block.as_ptr(),
@@ -153,29 +181,17 @@ pub(crate) unsafe fn recycle(
             }
         }
     }
-    // SAFETY: see the contract.
-    unsafe { dealloc(block.as_ptr(), layout) };
+    give_back(block, layout);
 }
 
 /// Frees every block on a `returned` stack (when its queue goes away).
 ///
 /// # Safety
 /// No other thread can use the stack any more.
-pub(crate) unsafe fn free_returned(layout: Layout, returned: &AtomicPtr<u8>) {
+pub(crate) unsafe fn free_returned(layout: Layout, returned: &AtomicPtr<u8>, read_link: ReadLink) {
     let mut p = returned.swap(ptr::null_mut(), Ordering::Acquire);
     while let Some(b) = NonNull::new(p) {
-        // SAFETY: blocks on the stack are dead, owned by the stack, and
-        // were allocated with `layout`.
-        unsafe {
-            p = read_link(b);
-            dealloc(b.as_ptr(), layout);
-        }
+        p = read_link(b);
+        give_back(b, layout);
     }
-}
-
-/// # Safety
-/// `b` is a block on a `returned` chain that the caller owns.
-unsafe fn read_link(b: NonNull<u8>) -> *mut u8 {
-    // SAFETY: see the contract; the first word is the link.
-    unsafe { b.as_ptr().cast::<*mut u8>().read() }
 }

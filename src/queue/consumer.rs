@@ -245,12 +245,14 @@ impl<T> DeliQueue<T> {
     }
 
     /// Announces that the consumer is about to sleep until `deadline`.
-    /// Returns `false` if a push arrived meanwhile (then do not sleep: the
-    /// queue is back to awake). After a `true`, sleep, then call
+    /// Returns `false` if a push arrived meanwhile or the queue is closed
+    /// (then do not sleep: the queue is back to awake). After a `true`, sleep, then call
     /// [`wake`](Self::wake). Pushes due before `deadline` report
     /// [`Pushed::wake`](super::Pushed::wake) to exactly one producer.
     pub fn prepare_sleep(&mut self, deadline: Option<u64>) -> bool {
         self.shared.wait.sleep(deadline);
+        // A push or a close since the last sweep changed `top` (the marker
+        // never carries the CLOSED bit).
         if self.shared.top_latest() != self.marker {
             self.shared.wait.wake();
             return false;
@@ -282,23 +284,36 @@ impl<T> DeliQueue<T> {
             self.compact();
         }
         if self.limbo.len() > 0 {
-            let (gate, returned) = (&self.shared.gate, &self.shared.returned);
-            let returned_len = &mut self.returned_len;
-            self.limbo.reclaim(gate, |node| {
-                // SAFETY: retired, unlinked, no tickets, and no walker can
-                // reach it any more (gate.rs); this is the consumer.
-                unsafe { Node::release(node, returned, returned_len) }
-            });
+            self.reclaim();
         }
         if !self.to_drop.is_empty() {
             self.to_drop.clear();
         }
     }
 
-    /// Nodes waiting for reclamation (bounded; see `gate.rs`).
-    #[doc(hidden)]
+    /// Frees what no walker can reach any more. Never waits (`gate.rs`).
+    fn reclaim(&mut self) {
+        let (gate, returned) = (&self.shared.gate, &self.shared.returned);
+        let returned_len = &mut self.returned_len;
+        self.limbo.reclaim(gate, |node| {
+            // SAFETY: retired, unlinked, no tickets, and no walker can
+            // reach it any more (gate.rs); this is the consumer.
+            unsafe { Node::release(node, returned, returned_len) }
+        });
+    }
+
+    /// Nodes retired but not yet freed, because a walker may still stand on
+    /// them. At most `1024` while no walker is inside
+    /// [`Producer::remove_where`] or [`Producer::any`]; while one is, it
+    /// grows by what the consumer retires meanwhile (the consumer never
+    /// waits for a walker). See [`limbo_peak`](Self::limbo_peak).
     pub fn limbo_len(&self) -> usize {
         self.limbo.len()
+    }
+
+    /// The largest [`limbo_len`](Self::limbo_len) seen so far.
+    pub fn limbo_peak(&self) -> usize {
+        self.limbo.peak()
     }
 
     /// Heap entries, tombstones included.
@@ -321,22 +336,27 @@ impl<T> DeliQueue<T> {
             // Acquire load of `top` synchronises with every push below it) and
             // unswept, so only this thread writes their `prev`.
             unsafe {
+                (*node).check_alive();
                 (*node).prev.with_mut(|p| *p = above);
                 above = node;
-                node = (*node).next.load(Ordering::Acquire);
+                node = (*node).next(Ordering::Acquire);
             }
         }
         if !self.marker.is_null() {
             // SAFETY: the marker is alive (it is never retired while it is
             // the marker) and only the consumer writes `prev`.
-            unsafe { (*self.marker).prev.with_mut(|p| *p = above) };
+            unsafe {
+                (*self.marker).check_alive();
+                (*self.marker).prev.with_mut(|p| *p = above);
+            }
         }
         // Walk back up, oldest first: `seq` is arrival order.
         let mut node = above;
         loop {
             // SAFETY: as above; `prev` was set in the walk down.
             let n = unsafe { &*node };
-            let seq = if n.flags & FRONT != 0 {
+            let meta = n.meta();
+            let seq = if meta.flags & FRONT != 0 {
                 self.seq_down -= 1;
                 self.seq_down
             } else {
@@ -345,12 +365,15 @@ impl<T> DeliQueue<T> {
             };
             // SAFETY: consumer only.
             unsafe { n.set_local(SWEPT) };
-            let key = Key { when: n.when, seq };
+            let key = Key {
+                when: meta.when,
+                seq,
+            };
             let in_order = self
                 .lane
                 .back()
                 .is_none_or(|(back, _)| !DefaultOrder::less(&key, back));
-            if n.when <= self.horizon.saturating_add(LANE_SLACK) && in_order {
+            if meta.when <= self.horizon.saturating_add(LANE_SLACK) && in_order {
                 self.lane.push_back((key, node));
             } else {
                 self.heap.push(key, node);
@@ -376,12 +399,11 @@ impl<T> DeliQueue<T> {
             // retired after this processing; a handed-back node only freed
             // from limbo), and the swap (Acquire) synchronises with the push.
             let n = unsafe { &*node };
-            n.check_alive();
-            // SAFETY: written by the pusher before its Release CAS.
-            let next = n.free_next.with(|p| unsafe { *p });
+            // SAFETY: the swap took the node off the free list.
+            let next = unsafe { n.free_next() };
             if n.state.load(Ordering::Acquire) & RETIRED != 0 {
                 // Its last ticket dropped after retirement.
-                self.limbo.push(node);
+                self.to_limbo(node);
             } else {
                 // A tombstone: swept already (its push happened before the
                 // cancel that put it here, and we swept after the swap).
@@ -414,10 +436,11 @@ impl<T> DeliQueue<T> {
         if n.claim(TAKEN) {
             // SAFETY: this thread won the node, so it owns the payload.
             let item = unsafe { n.take_payload() };
+            let info = ItemInfo::of(n);
             let popped = Popped {
                 item,
-                when: n.when,
-                info: ItemInfo::of(n),
+                when: info.when,
+                info,
             };
             self.live -= 1;
             self.unlink(node);
@@ -444,10 +467,13 @@ impl<T> DeliQueue<T> {
         // SAFETY: `node` is swept and not the marker, so `prev` is a live
         // newer node; `prev`/`local` are consumer-only, `next` is atomic.
         unsafe {
+            (*node).check_alive();
             let prev = (*node).prev.with(|p| *p);
-            let next = (*node).next.load(Ordering::Acquire);
+            let next = (*node).next(Ordering::Acquire);
+            (*prev).check_alive();
             (*prev).next.store(next, Ordering::Release);
             if !next.is_null() {
+                (*next).check_alive();
                 (*next).prev.with_mut(|p| *p = prev);
             }
             (*node).set_local(LIST_DONE);
@@ -472,12 +498,21 @@ impl<T> DeliQueue<T> {
         // it stays zero: no ticket can look at RETIRED any more, and the
         // locked RMW is not needed.
         if state / TICKET == 0 {
-            self.limbo.push(node);
+            self.to_limbo(node);
             return;
         }
         let prev = n.state.fetch_or(RETIRED, Ordering::AcqRel);
         if prev / TICKET == 0 {
-            self.limbo.push(node);
+            self.to_limbo(node);
+        }
+    }
+
+    /// Puts a retired node in limbo; reclaims at once (without waiting) when
+    /// limbo reaches its bound, so a long batch cannot pile nodes up.
+    #[inline]
+    fn to_limbo(&mut self, node: *mut Node<T>) {
+        if self.limbo.push(node) {
+            self.reclaim();
         }
     }
 

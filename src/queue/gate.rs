@@ -23,15 +23,34 @@
 //! with the flip, so it sees every unlink made before the flip and cannot
 //! reach the pending nodes. No SeqCst is needed: every decision rests on RMWs.
 //!
-//! Boundedness: the consumer flips only once `pending` is freed, and walkers
-//! that start after a flip count in the other parity, so old readers drain
-//! in finite time. When `current` passes [`LIMBO_MAX`] while `pending` still
-//! waits, the consumer waits for the old readers (yielding) instead of
-//! growing further: limbo holds at most `2 * LIMBO_MAX` nodes.
+//! # The consumer never waits
+//!
+//! [`Limbo::reclaim`] only ever *looks* at the reader counts. While a walker
+//! of the old parity is registered (preempted, slow, or blocked inside its
+//! predicate), `pending` stays and `current` keeps growing: no spin, no
+//! sleep, no lock. A new grace period cannot start before `pending` is freed
+//! (walkers registering after a second flip would share the old parity), so
+//! limbo is unbounded *only* by walkers:
+//!
+//! * **No walker registered:** every reclaim empties limbo. The consumer
+//!   reclaims in `maintain` and, from the retiring path, as soon as
+//!   `current` reaches [`LIMBO_MAX`] (so a `drain`, a compaction or a long
+//!   `pop_swept` batch, which can retire many nodes between two maintains,
+//!   cannot pile them up). So limbo never holds more than [`LIMBO_MAX`]
+//!   nodes while no walker is registered.
+//! * **A walker registered:** limbo holds at most what the consumer retires
+//!   while that walker stays registered (plus the bound above); once it
+//!   leaves, the next reclaim frees it all. [`Limbo::peak`] records the
+//!   largest size seen, for `Stats`.
+//!
+//! Liveness of walkers: `enter` retries only when the consumer flipped the
+//! epoch between its load and its RMW, and the consumer flips at most once
+//! per grace period, so a walker gets in after finitely many flips.
 
-use crate::sync::{spin_wait, AtomicUsize, Ordering};
+use crate::sync::{AtomicUsize, Ordering};
 
-/// Nodes `current` may hold before the consumer waits for old walkers.
+/// Nodes `current` may hold before the retiring path reclaims at once
+/// (without waiting), and the bound on limbo while no walker is registered.
 pub(crate) const LIMBO_MAX: usize = if cfg!(loom) { 2 } else { 1024 };
 
 pub(crate) struct Gate {
@@ -62,6 +81,8 @@ impl Gate {
             if self.epoch.fetch_add(0, Ordering::AcqRel) == e {
                 return Guard { gate: self, parity };
             }
+            // The consumer flipped meanwhile: back out, retry in the new
+            // parity.
             self.readers[parity].fetch_sub(1, Ordering::Release);
         }
     }
@@ -78,6 +99,7 @@ pub(crate) struct Limbo<P> {
     current: Vec<P>,
     pending: Vec<P>,
     pending_parity: usize,
+    peak: usize,
 }
 
 impl<P> Limbo<P> {
@@ -86,29 +108,37 @@ impl<P> Limbo<P> {
             current: Vec::new(),
             pending: Vec::new(),
             pending_parity: 0,
+            peak: 0,
         }
     }
 
-    pub(crate) fn push(&mut self, p: P) {
+    /// Adds a retired node. Returns true each time `current` reaches a
+    /// multiple of [`LIMBO_MAX`]: the caller should [`reclaim`](Self::reclaim)
+    /// now (while a walker pins limbo, that is one look per `LIMBO_MAX`
+    /// retirements, not one per retirement).
+    #[inline]
+    pub(crate) fn push(&mut self, p: P) -> bool {
         self.current.push(p);
+        self.current.len() % LIMBO_MAX == 0
     }
 
     pub(crate) fn len(&self) -> usize {
         self.current.len() + self.pending.len()
     }
 
-    /// Frees what no walker can hold any more, calling `free` on each. Never
-    /// blocks unless limbo is over its bound.
+    /// The most nodes limbo has held at once.
+    pub(crate) fn peak(&self) -> usize {
+        self.peak.max(self.len())
+    }
+
+    /// Frees what no walker can hold any more, calling `free` on each.
+    /// Never waits: with a walker of the pending grace period still
+    /// registered, it frees nothing and returns.
     pub(crate) fn reclaim(&mut self, gate: &Gate, mut free: impl FnMut(P)) {
+        self.peak = self.peak.max(self.len());
         if !self.pending.is_empty() {
-            let readers = &gate.readers[self.pending_parity];
-            if readers.load(Ordering::Acquire) != 0 {
-                if self.current.len() < LIMBO_MAX {
-                    return;
-                }
-                while readers.load(Ordering::Acquire) != 0 {
-                    spin_wait();
-                }
+            if gate.readers[self.pending_parity].load(Ordering::Acquire) != 0 {
+                return;
             }
             self.pending.drain(..).for_each(&mut free);
         }

@@ -32,29 +32,69 @@
 //! own `next`, so a walker standing on it still reaches live nodes.
 //!
 //! **Reclamation** (`gate.rs`). Only the consumer frees nodes. Unlinked
-//! nodes wait in a bounded limbo until a two-counter grace period shows no
-//! walker can hold them. A node with a live [`Ticket`] is retired but not
-//! freed; its last ticket hands it back through the free list. Freed node
-//! memory is recycled (`alloc.rs`): per-thread magazines, refilled from a
-//! stack that only the consumer pushes and producers take whole.
+//! nodes wait in limbo until a two-counter grace period shows no walker
+//! can hold them. The consumer never waits for a walker: while one is
+//! registered, limbo grows (see [`DeliQueue::limbo_len`]) instead of the
+//! loop stalling; with none, limbo never holds more than 1024 nodes. A node
+//! with a live [`Ticket`] is retired but not freed; its last ticket hands it
+//! back through the free list. Freed node memory is recycled (`alloc.rs`):
+//! per-thread magazines, refilled from a stack that only the consumer
+//! pushes and producers take whole.
 //!
 //! **Waking** (`wait.rs`). One wait word says "awake" or "asleep until D".
 //! A push reports [`Pushed::wake`] only if the consumer sleeps past the new
-//! item's `when`, and only one push per sleep does.
+//! item's `when`, and only one push per sleep does. A close reports it too
+//! if the consumer sleeps at all.
 //!
 //! **Closing.** Bit 0 of the top pointer: after [`DeliQueue::close`] every
 //! push fails with [`Closed`] holding its item, and everything accepted
 //! before is in the heap, for [`DeliQueue::drain`].
 //!
+//! # Who writes what
+//!
+//! | shared word or field | written by |
+//! |---|---|
+//! | `top` | producers (push CAS), any closer (CLOSED bit), the consumer (`top_latest`: a CAS of the current value onto itself) |
+//! | `free` | cancellers (a ticket or a walker that won QUEUED -> REMOVED) and the last ticket of a retired node, by CAS; the consumer, by `swap(null)` |
+//! | `returned` | the consumer, by CAS; producers, by `swap(null)` |
+//! | wait word | the consumer (sleep, wake); producers and closers (asleep -> awake CAS) |
+//! | gate `epoch` | the consumer (flip); walkers (an RMW of +0 to read it) |
+//! | gate `readers` | walkers only |
+//! | node `state` | anyone, by CAS / RMW (`node.rs`) |
+//! | node `next` | its producer before publishing; afterwards the consumer only (unlinking a neighbour) |
+//! | node `free_next` | the one thread pushing it on the free list; the consumer once the node is dead |
+//! | node `prev`, `local`, the heap, the lane, limbo | the consumer only |
+//! | node `meta`, `payload` | its producer before publishing; then `meta` is immutable and `payload` is moved out once, by the thread that owns it |
+//!
+//! # The doubly-linked invariant
+//!
+//! Call the chain from `top` along `next` the stack. The part from the
+//! *marker* (the newest swept node) downward is the swept part; everything
+//! above the marker is unswept and only producers have linked it. For every
+//! swept node `N` still in the stack other than the marker:
+//!
+//! * `N.prev` is the node directly above `N` in the stack (it is swept, so
+//!   it is the marker or below), and `N.prev.next == N`;
+//! * if `N.next` is not null, `N.next.prev == N`.
+//!
+//! The sweep establishes this for each node it walks (it sets `prev` on the
+//! way down, including the old marker's). `unlink(N)` for a swept non-marker
+//! `N` sets `N.prev.next = N.next` and `N.next.prev = N.prev`, which keeps
+//! it for both neighbours, and leaves `N`'s own `next` and `prev` as they
+//! were, so a walker standing on `N` still reaches the live node below. The
+//! marker is never unlinked (the next sweep stops at it); a finished marker
+//! is deferred and unlinked right after the next sweep, when it has a
+//! `prev` again.
+//!
 //! # Invariants
 //!
 //! * Every accepted item is popped once, cancelled once (and dropped by the
-//!   consumer), or returned by `drain` / dropped with the queue; never two of
-//!   these.
-//! * Only the consumer writes `prev`, `local`, the heap, and any node's
-//!   `next` after publication; producers write only their own node and `top`.
+//!   consumer, or with the last handle if the queue was dropped first), or
+//!   returned by `drain` / dropped with the queue; never two of these.
 //! * A node is freed only when it is retired, has no tickets, and no walker
 //!   can reach it.
+//! * The consumer never blocks, spins or sleeps on another thread; the
+//!   only waits are its own `prepare_sleep` and the caller's park.
 
 mod alloc;
 mod consumer;

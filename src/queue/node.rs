@@ -6,11 +6,14 @@
 //! | field       | written by                                  | read by                       |
 //! |-------------|---------------------------------------------|-------------------------------|
 //! | `state`     | anyone, by CAS / RMW only                   | anyone                        |
-//! | `next`      | producer before publishing; consumer when it unlinks a neighbour | consumer, walkers |
-//! | `free_next` | the one thread that pushes the node on the free list, before its CAS | consumer after `swap` |
+//! | `next`      | the producer before publishing; the consumer when it unlinks a neighbour | consumer, walkers |
+//! | `free_next` | the one thread that pushes the node on the free list, before its CAS; the consumer when the dead node is on the `returned` stack (`alloc.rs`) | consumer after `swap`; the producer that took the `returned` chain |
 //! | `prev`, `local` | consumer only                           | consumer only                 |
-//! | `when`, `tag`, `flags` | producer before publishing; then immutable | anyone             |
+//! | `meta` (`when`, `tag`, `flags`) | producer before publishing; then immutable | anyone |
 //! | `payload`   | producer before publishing; consumer after it wins the node | —               |
+//!
+//! Every field is in a [`crate::sync`] cell or atomic, so under loom each
+//! access is checked against the node's whole life, recycling included.
 //!
 //! # The state word
 //!
@@ -24,10 +27,25 @@
 //! (a canceller's win hands the payload to the consumer to drop). The node is
 //! freed once it is RETIRED with no tickets; whichever of "retire" and "last
 //! ticket dropped" comes second sees that and hands the node to reclamation.
+//!
+//! # Provenance of links
+//!
+//! A producer stores the `top` it loaded into its node's `next`, then CASes.
+//! The CAS compares addresses only: if the node that was on top was freed
+//! and its address reused by a new node meanwhile, the CAS succeeds and
+//! `next` holds a pointer whose *allocation* is dead, though its address now
+//! names the live node on top. The same holds for `free_next` and the free
+//! list. The structure is right (the address is the right one), the
+//! provenance is not. So every node's provenance is exposed when it is
+//! made ([`Node::alloc`]), and every pointer read back from `next` or
+//! `free_next` is rebuilt from its address with [`link`], which picks up the
+//! exposed provenance of the live allocation at that address. The queue's
+//! tests therefore run under Miri's permissive provenance (with address
+//! reuse turned up, so the case occurs), not `-Zmiri-strict-provenance`.
 
 use std::alloc::Layout;
 use std::mem::MaybeUninit;
-use std::ptr;
+use std::ptr::{self, NonNull};
 
 use crate::sync::{AtomicPtr, AtomicUsize, Ordering, UnsafeCell};
 
@@ -52,24 +70,39 @@ pub(crate) const LIST_DONE: u32 = 4;
 pub(crate) const PAYLOAD_GONE: u32 = 8;
 pub(crate) const COUNTED: u32 = 16;
 
+/// What a node was pushed with; immutable once published.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Meta {
+    pub(crate) when: u64,
+    pub(crate) tag: u64,
+    pub(crate) flags: u32,
+}
+
 pub(crate) struct Node<T> {
     pub(crate) state: AtomicUsize,
-    /// Towards older nodes in the stack.
+    /// Towards older nodes in the stack. Read it with [`Node::next`].
     pub(crate) next: AtomicPtr<Node<T>>,
-    /// Link in the free list.
+    /// Link in the free list; while the node is dead, link in the
+    /// `returned` stack.
     pub(crate) free_next: UnsafeCell<*mut Node<T>>,
     /// Towards newer nodes in the stack (consumer only, valid once swept).
     pub(crate) prev: UnsafeCell<*mut Node<T>>,
     /// Consumer-private progress bits.
     pub(crate) local: UnsafeCell<u32>,
-    pub(crate) flags: u32,
-    pub(crate) when: u64,
-    pub(crate) tag: u64,
+    meta: UnsafeCell<Meta>,
     pub(crate) payload: UnsafeCell<MaybeUninit<T>>,
     /// Under loom, nodes are never deallocated but marked dead, so that a
     /// use after "free" fails the model instead of going unseen.
     #[cfg(loom)]
     dead: std::sync::atomic::AtomicBool,
+}
+
+/// Rebuilds a pointer read from a link field (`next`, `free_next`) from its
+/// address and the exposed provenance of the node living there (see the
+/// module docs).
+#[inline(always)]
+pub(crate) fn link<T>(p: *mut Node<T>) -> *mut Node<T> {
+    ptr::with_exposed_provenance_mut(p.addr())
 }
 
 impl<T> Node<T> {
@@ -82,27 +115,74 @@ impl<T> Node<T> {
         flags: u32,
         tickets: usize,
     ) -> *mut Node<T> {
-        let node = super::alloc::allocate(Layout::new::<Node<T>>(), returned).cast::<Node<T>>();
-        let value = Node {
-            state: AtomicUsize::new(QUEUED | (tickets * TICKET)),
-            next: AtomicPtr::new(ptr::null_mut()),
-            free_next: UnsafeCell::new(ptr::null_mut()),
-            prev: UnsafeCell::new(ptr::null_mut()),
-            local: UnsafeCell::new(0),
-            flags,
-            when,
-            tag,
-            payload: UnsafeCell::new(MaybeUninit::new(item)),
-            #[cfg(loom)]
-            dead: std::sync::atomic::AtomicBool::new(false),
-        };
-        // SAFETY: fresh memory of `Node<T>`'s layout that this thread owns.
-        unsafe { node.as_ptr().write(value) };
-        node.as_ptr()
+        let (block, recycled) =
+            super::alloc::allocate(Layout::new::<Node<T>>(), returned, Node::<T>::read_pool_link);
+        let node = block.cast::<Node<T>>().as_ptr();
+        let meta = Meta { when, tag, flags };
+        let state = QUEUED | (tickets * TICKET);
+        if cfg!(loom) && recycled {
+            // SAFETY: a dead node of this type that this thread now owns
+            // (under loom recycled blocks never change type); writing through
+            // its cells keeps loom's history of every field.
+            unsafe { (*node).reinit(item, meta, state) };
+        } else {
+            let value = Node {
+                state: AtomicUsize::new(state),
+                next: AtomicPtr::new(ptr::null_mut()),
+                free_next: UnsafeCell::new(ptr::null_mut()),
+                prev: UnsafeCell::new(ptr::null_mut()),
+                local: UnsafeCell::new(0),
+                meta: UnsafeCell::new(meta),
+                payload: UnsafeCell::new(MaybeUninit::new(item)),
+                #[cfg(loom)]
+                dead: std::sync::atomic::AtomicBool::new(false),
+            };
+            // SAFETY: memory of `Node<T>`'s layout that this thread owns.
+            unsafe { node.write(value) };
+        }
+        // Links to this node are rebuilt from its address (module docs).
+        let _ = node.expose_provenance();
+        node
+    }
+
+    /// Loom only: brings a recycled node back to life through its cells.
+    #[cfg_attr(not(loom), allow(dead_code))]
+    fn reinit(&self, item: T, meta: Meta, state: usize) {
+        self.next.store(ptr::null_mut(), Ordering::Relaxed);
+        // SAFETY (all four): the caller owns the dead node exclusively.
+        self.free_next.with_mut(|p| unsafe { *p = ptr::null_mut() });
+        // SAFETY: as above.
+        self.prev.with_mut(|p| unsafe { *p = ptr::null_mut() });
+        // SAFETY: as above.
+        self.local.with_mut(|p| unsafe { *p = 0 });
+        // SAFETY: as above.
+        self.meta.with_mut(|p| unsafe { *p = meta });
+        // SAFETY: as above; the old payload was taken or dropped.
+        self.payload
+            .with_mut(|p| unsafe { *p = MaybeUninit::new(item) });
+        self.state.store(state, Ordering::Relaxed);
+        #[cfg(loom)]
+        self.dead.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The `returned` stack's link of a dead block of this type.
+    pub(crate) fn read_pool_link(block: NonNull<u8>) -> *mut u8 {
+        let node = block.cast::<Node<T>>().as_ptr();
+        // SAFETY: `block` is a dead node of this type owned by the caller
+        // (the producer that took the chain); its link was written before
+        // the consumer's Release push, which the caller's swap acquired.
+        unsafe { (*node).free_next.with(|p| *p).cast::<u8>() }
+    }
+
+    fn write_pool_link(block: NonNull<u8>, next: *mut u8) {
+        let node = block.cast::<Node<T>>().as_ptr();
+        // SAFETY: `block` is a dead node of this type owned by the consumer,
+        // which alone pushes on `returned`.
+        unsafe { (*node).free_next.with_mut(|p| *p = next.cast()) };
     }
 
     /// The consumer's release of a dead node: its memory is recycled
-    /// (`alloc.rs`); under loom it is only marked dead.
+    /// (`alloc.rs`).
     ///
     /// # Safety
     /// As for [`Node::free`], on the consumer thread, with `returned` and
@@ -113,27 +193,36 @@ impl<T> Node<T> {
         returned_len: &mut usize,
     ) {
         #[cfg(loom)]
-        {
-            let _ = (returned, returned_len);
-            // SAFETY: see the contract.
-            unsafe { Node::free(node) };
+        // SAFETY: see the contract; under loom the node is marked dead and
+        // its memory is only handed to the recycler, never deallocated.
+        unsafe {
+            (*node).mark_dead();
         }
-        #[cfg(not(loom))]
         // SAFETY: the node is dead and its fields have no drop glue; the
         // memory came from `Node::alloc` with this layout.
         unsafe {
-            let block = std::ptr::NonNull::new_unchecked(node.cast::<u8>());
+            let block = NonNull::new_unchecked(node.cast::<u8>());
             super::alloc::recycle(
                 Layout::new::<Node<T>>(),
                 block,
                 Some((returned, returned_len)),
+                Node::<T>::write_pool_link,
             );
         }
+    }
+
+    #[cfg(loom)]
+    fn mark_dead(&self) {
+        assert!(
+            !self.dead.swap(true, std::sync::atomic::Ordering::SeqCst),
+            "double free of a node"
+        );
     }
 
     /// Moves the node out of QUEUED into `to` (TAKEN or REMOVED). Returns
     /// whether this call won.
     pub(crate) fn claim(&self, to: usize) -> bool {
+        self.check_alive();
         let mut cur = self.state.load(Ordering::Acquire);
         loop {
             if cur & LIFE_MASK != QUEUED {
@@ -161,13 +250,41 @@ impl<T> Node<T> {
         );
     }
 
+    /// The older neighbour in the stack, with usable provenance.
+    #[inline(always)]
+    pub(crate) fn next(&self, order: Ordering) -> *mut Node<T> {
+        self.check_alive();
+        link(self.next.load(order))
+    }
+
+    /// The free-list link, with usable provenance.
+    ///
+    /// # Safety
+    /// The caller took the node off the free list (its `swap` acquired the
+    /// pusher's write).
+    pub(crate) unsafe fn free_next(&self) -> *mut Node<T> {
+        self.check_alive();
+        // SAFETY: see the contract.
+        link(self.free_next.with(|p| unsafe { *p }))
+    }
+
+    /// What it was pushed with.
+    #[inline(always)]
+    pub(crate) fn meta(&self) -> Meta {
+        self.check_alive();
+        // SAFETY: written before the node was published; immutable since.
+        self.meta.with(|p| unsafe { *p })
+    }
+
     pub(crate) fn is_queued(&self) -> bool {
+        self.check_alive();
         self.state.load(Ordering::Acquire) & LIFE_MASK == QUEUED
     }
 
     /// # Safety
     /// Consumer thread only.
     pub(crate) unsafe fn local(&self) -> u32 {
+        self.check_alive();
         // SAFETY: the caller is the consumer, the only thread touching `local`.
         self.local.with(|p| unsafe { *p })
     }
@@ -175,6 +292,7 @@ impl<T> Node<T> {
     /// # Safety
     /// Consumer thread only.
     pub(crate) unsafe fn set_local(&self, bits: u32) {
+        self.check_alive();
         // SAFETY: the caller is the consumer, the only thread touching `local`.
         self.local.with_mut(|p| unsafe { *p |= bits })
     }
@@ -183,12 +301,22 @@ impl<T> Node<T> {
     /// Consumer thread only, once it won the node (TAKEN) or the node was
     /// REMOVED and its payload was not taken yet.
     pub(crate) unsafe fn take_payload(&self) -> T {
+        self.check_alive();
         // SAFETY: the caller owns the payload (see above), which the producer
         // initialised before publishing the node.
         let item = self.payload.with(|p| unsafe { ptr::read(p).assume_init() });
         // SAFETY: consumer only.
         unsafe { self.set_local(PAYLOAD_GONE) };
         item
+    }
+
+    /// Takes the payload of a node that was never published.
+    ///
+    /// # Safety
+    /// The caller made the node and never published it.
+    pub(crate) unsafe fn take_unpublished(&self) -> T {
+        // SAFETY: see the contract: nobody else can see the node.
+        self.payload.with(|p| unsafe { ptr::read(p).assume_init() })
     }
 
     /// Frees a node whose payload is already gone.
@@ -199,14 +327,10 @@ impl<T> Node<T> {
     /// global allocator and `Node<T>`'s layout, as `Box` does.)
     pub(crate) unsafe fn free(node: *mut Node<T>) {
         #[cfg(loom)]
-        {
-            // SAFETY: see the contract.
-            let dead = unsafe { &(*node).dead };
-            assert!(
-                !dead.swap(true, std::sync::atomic::Ordering::SeqCst),
-                "double free of a node"
-            );
-        }
+        // SAFETY: see the contract.
+        unsafe {
+            (*node).mark_dead()
+        };
         #[cfg(not(loom))]
         // SAFETY: see the contract; `MaybeUninit` does not drop the payload.
         drop(unsafe { Box::from_raw(node) });

@@ -113,10 +113,11 @@ impl ItemInfo {
     }
 
     pub(crate) fn of<T>(node: &Node<T>) -> ItemInfo {
+        let meta = node.meta();
         ItemInfo {
-            when: node.when,
-            tag: node.tag,
-            flags: node.flags,
+            when: meta.when,
+            tag: meta.tag,
+            flags: meta.flags,
         }
     }
 }
@@ -262,7 +263,7 @@ impl<T> Producer<T> {
             // SAFETY: the node was never published; this thread owns it and
             // takes its payload back before freeing it.
             let item = unsafe {
-                let item = (*node).payload.with(|p| std::ptr::read(p).assume_init());
+                let item = (*node).take_unpublished();
                 Node::free(node);
                 item
             };
@@ -276,7 +277,16 @@ impl<T> Producer<T> {
     /// Cancels every pending item for which `pred` is true; returns how many.
     /// Lock-free; safe to call from any thread, including the consumer's.
     /// Cancelled items are dropped by the consumer the next time it looks at
-    /// the queue.
+    /// the queue; one cancelled while or after the [`DeliQueue`] is dropped
+    /// is dropped with the last handle to the queue (a `Producer` or a
+    /// [`Ticket`]), on the thread that drops it (hence `T: Send`).
+    ///
+    /// The consumer never waits for a walker: while `pred` runs (or the
+    /// walking thread is preempted), nodes the consumer retires are kept,
+    /// not freed, and [`DeliQueue::limbo_len`] grows instead.
+    ///
+    /// [`DeliQueue`]: super::DeliQueue
+    /// [`DeliQueue::limbo_len`]: super::DeliQueue::limbo_len
     pub fn remove_where(&self, mut pred: impl FnMut(&ItemInfo) -> bool) -> usize {
         let mut removed = 0;
         self.walk(|node| {
@@ -313,16 +323,32 @@ impl<T> Producer<T> {
             }
             // SAFETY: the gate guard keeps every node reachable from `top`
             // (or from a node reached so) alive until it drops; see gate.rs.
-            node = unsafe { (*node).next.load(Ordering::Acquire) };
+            node = unsafe { (*node).next(Ordering::Acquire) };
         }
         false
     }
 
     /// Closes the queue from the producer side: every later push fails and
     /// hands its item back. The consumer still drains what was accepted.
-    /// Returns whether this call closed it.
-    pub fn close(&self) -> bool {
-        self.shared.close()
+    ///
+    /// Returns `None` if the queue was already closed; otherwise what a push
+    /// would: [`Pushed::wake`] is true if the consumer sleeps and must be
+    /// woken to see the close (a close is due at once, whatever the
+    /// consumer's deadline).
+    ///
+    /// ```
+    /// use deliloop::queue::DeliQueue;
+    ///
+    /// let mut q = DeliQueue::<u32>::new();
+    /// let p = q.producer();
+    /// assert!(q.prepare_sleep(None));            // the consumer goes to sleep
+    /// assert_eq!(p.close().map(|c| c.wake), Some(true));
+    /// assert!(p.close().is_none());              // already closed
+    /// ```
+    pub fn close(&self) -> Option<Pushed> {
+        self.shared.close().then(|| Pushed {
+            wake: self.shared.wait.needs_wake(0),
+        })
     }
 
     /// Whether the queue was closed.
@@ -366,7 +392,8 @@ impl<T> fmt::Debug for Ticket<T> {
 impl<T> Ticket<T> {
     /// Cancels the item. Returns `true` only if this call won: the item will
     /// never be popped, and the consumer drops it the next time it looks at
-    /// the queue (or when it is dropped). Returns `false` if the item was
+    /// the queue; if the queue was dropped meanwhile, the last handle to it
+    /// (this ticket, another, or a producer) drops it. Returns `false` if the item was
     /// already popped, cancelled or drained. One CAS; lock-free.
     pub fn cancel(&self) -> bool {
         let node = self.node.as_ptr();
@@ -385,7 +412,9 @@ impl<T> Ticket<T> {
     /// Whether the item is still waiting (neither popped nor cancelled).
     pub fn is_pending(&self) -> bool {
         // SAFETY: the ticket holds a reference, so the node is alive.
-        unsafe { self.node.as_ref() }.state.load(Ordering::Acquire) & LIFE_MASK == QUEUED
+        let node = unsafe { self.node.as_ref() };
+        node.check_alive();
+        node.state.load(Ordering::Acquire) & LIFE_MASK == QUEUED
     }
 
     /// What predicates see of this item.
@@ -399,6 +428,8 @@ impl<T> Drop for Ticket<T> {
     fn drop(&mut self) {
         let node = self.node.as_ptr();
         // SAFETY: the ticket holds a reference, so the node is alive.
+        unsafe { (*node).check_alive() };
+        // SAFETY: as above.
         let prev = unsafe { (*node).state.fetch_sub(TICKET, Ordering::AcqRel) };
         if prev & RETIRED != 0 && prev / TICKET == 1 {
             // SAFETY: the node is retired and this was its last ticket; hand

@@ -18,6 +18,13 @@
 //!   which follows the consumer's processing of the first.
 //! * Walkers (`remove_where`, `any`) read `top` and follow `next` inside a
 //!   [`Gate`] guard; see `gate.rs` for why the nodes they reach stay alive.
+//! * Who writes each shared word: `top` is CASed by producers (a push), by
+//!   anyone closing (the CLOSED bit), and by the consumer's re-read in
+//!   `top_latest` (a CAS of the value onto itself, which changes nothing);
+//!   `free` is CASed by cancellers and by the last ticket of a retired node,
+//!   and swapped to null by the consumer (and by `Drop`); `returned` is
+//!   CASed only by the consumer and swapped to null by producers
+//!   (`alloc.rs`); the wait word is in `wait.rs`, the gate in `gate.rs`.
 
 use std::ptr;
 
@@ -78,7 +85,9 @@ impl<T> Shared<T> {
     }
 
     /// Reads `top` with an RMW, so the value is the latest in its
-    /// modification order (see `wait.rs`).
+    /// modification order (see `wait.rs`). The CLOSED bit is kept: a closed
+    /// queue never equals a node pointer, so a consumer about to sleep sees
+    /// a close as it sees a push.
     pub(crate) fn top_latest(&self) -> *mut Node<T> {
         let mut cur = self.top.load(Ordering::Acquire);
         loop {
@@ -86,7 +95,7 @@ impl<T> Shared<T> {
                 .top
                 .compare_exchange_weak(cur, cur, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(v) => return v.map_addr(|a| a & !CLOSED),
+                Ok(v) => return v,
                 Err(actual) => cur = actual,
             }
         }
@@ -124,7 +133,10 @@ impl<T> Shared<T> {
         loop {
             // SAFETY: by the contract, this thread is the only one that may
             // push this node now, so it alone writes `free_next`.
-            unsafe { (*node).free_next.with_mut(|p| *p = head) };
+            unsafe {
+                (*node).check_alive();
+                (*node).free_next.with_mut(|p| *p = head);
+            }
             match self
                 .free
                 .compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
@@ -149,14 +161,18 @@ impl<T> Drop for Shared<T> {
         }
         // SAFETY: no other reference to the stack exists.
         unsafe {
-            super::alloc::free_returned(std::alloc::Layout::new::<Node<T>>(), &self.returned)
+            super::alloc::free_returned(
+                std::alloc::Layout::new::<Node<T>>(),
+                &self.returned,
+                Node::<T>::read_pool_link,
+            )
         };
         let mut node = self.free.swap(ptr::null_mut(), Ordering::Acquire);
         while !node.is_null() {
             // SAFETY: nodes on the free list are alive until freed here, and
             // no other thread exists to race with.
             unsafe {
-                let next = (*node).free_next.with(|p| *p);
+                let next = (*node).free_next();
                 let retired = (*node).state.load(Ordering::Acquire) & RETIRED != 0;
                 // A tombstone that reached the free list after the consumer
                 // last looked still owns its payload.

@@ -6,8 +6,15 @@
 //!
 //! ```text
 //!  bit 63 set:   asleep; bits 0..63 are the deadline in ticks (NO_DEADLINE: none)
-//!  bit 63 clear: awake; bits 0..63 count wake-ups
+//!  bit 63 clear: awake; 0 if the consumer woke itself (or never slept),
+//!                1 if a producer's CAS woke it (that producer makes the
+//!                one wake-up syscall of this sleep)
 //! ```
+//!
+//! Who writes it: the consumer (`sleep`: a swap; `wake`: a CAS back to 0)
+//! and producers (`needs_wake`: a CAS from asleep to 1). The value 1 is
+//! informational only; nothing counts wake-ups here (the runtime counts its
+//! wake syscalls itself).
 //!
 //! The consumer stores "asleep until D", then re-reads the stack top with an
 //! RMW. A producer CASes its node onto the stack, then loads the word. Either
