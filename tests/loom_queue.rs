@@ -182,3 +182,226 @@ fn ticket_drop_vs_retire() {
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     });
 }
+
+/// Asserts, after a model ran, that one of its rare paths was reached in
+/// at least one execution.
+fn reached(counter: &std::sync::atomic::AtomicUsize, what: &str) {
+    assert!(
+        counter.load(Ordering::SeqCst) > 0,
+        "the model never reached {what}"
+    );
+}
+
+/// Two walkers race the consumer over several grace periods, with pushes
+/// in between and a limbo of two nodes: the walkers' back-out path (the
+/// epoch moved under them) and the unlinking of a deferred marker are
+/// reached, no walker touches a freed node (every dereference checks), and
+/// every item is popped or removed exactly once.
+#[test]
+fn two_walkers_across_grace_periods() {
+    use deliloop::queue::probe::{BACKOUTS, DEFERRED_UNLINKS};
+    loom::model(|| {
+        let mut q = DeliQueue::new();
+        let p = q.producer();
+        let _ = p.push_with(0u32, Push::at(0).tag(9)).unwrap();
+        let walkers: Vec<_> = (0..2)
+            .map(|_| {
+                let p = p.clone();
+                thread::spawn(move || p.remove_where(|i| i.tag() == Some(9)))
+            })
+            .collect();
+        let mut got = Vec::new();
+        for i in 1..=2u32 {
+            // Popping the newest node defers its unlink to the next sweep.
+            got.extend(q.pop_due(0).map(|e| e.item));
+            let _ = p.push(i, 0).unwrap();
+            q.maintain();
+        }
+        let removed: usize = walkers.into_iter().map(|w| w.join().unwrap()).sum();
+        while let Some(e) = q.pop_due(0) {
+            got.push(e.item);
+        }
+        q.maintain();
+        q.maintain();
+        assert!(removed <= 1);
+        assert_eq!(got.len() + removed, 3, "got {got:?}, removed {removed}");
+        assert_eq!(got.contains(&0), removed == 0);
+    });
+    reached(&BACKOUTS, "a walker's back-out");
+    reached(&DEFERRED_UNLINKS, "the unlink of a deferred marker");
+}
+
+/// `close` + `drain` + drop of the queue race a walker removing everything
+/// and a ticket's cancel: every payload is dropped exactly once.
+#[test]
+fn close_drain_drop_vs_walker_and_cancel() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut q = DeliQueue::new();
+        let p = q.producer();
+        let (ticket, _) = p
+            .push_cancellable(Counted(drops.clone()), Push::at(5))
+            .unwrap();
+        let _ = p.push(Counted(drops.clone()), 5).unwrap();
+        let walker = {
+            let p = p.clone();
+            thread::spawn(move || p.remove_where(|_| true))
+        };
+        let canceller = thread::spawn(move || usize::from(ticket.cancel()));
+        q.close();
+        let drained = q.drain().len();
+        drop(q);
+        let removed = walker.join().unwrap();
+        let cancelled = canceller.join().unwrap();
+        assert_eq!(drained + removed + cancelled, 2);
+        drop(p);
+        assert_eq!(drops.load(Ordering::SeqCst), 2, "each payload dropped once");
+    });
+}
+
+/// The queue is dropped while a ticket and a walker on other threads are
+/// still alive: the last handle frees what is left, each payload once.
+#[test]
+fn drop_queue_while_ticket_and_walker_live() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let q = DeliQueue::new();
+        let p = q.producer();
+        let (ticket, _) = p
+            .push_cancellable(Counted(drops.clone()), Push::at(5))
+            .unwrap();
+        let _ = p.push(Counted(drops.clone()), 5).unwrap();
+        let walker = thread::spawn(move || p.any(|_| false));
+        let holder = thread::spawn(move || {
+            let won = ticket.cancel();
+            drop(ticket);
+            won
+        });
+        drop(q);
+        walker.join().unwrap();
+        let _ = holder.join().unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+    });
+}
+
+/// A ticket's cancel races the consumer's compaction of a heap that is
+/// mostly tombstones: the item is cancelled or popped, never both, and
+/// every payload is dropped once.
+#[test]
+fn cancel_vs_compaction() {
+    use deliloop::queue::probe::COMPACTIONS;
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut q = DeliQueue::new();
+        let p = q.producer();
+        let mut tickets: Vec<_> = (0..4u64)
+            .map(|i| {
+                p.push_cancellable(Counted(drops.clone()), Push::at(10 + i))
+                    .unwrap()
+                    .0
+            })
+            .collect();
+        q.maintain();
+        let last = tickets.pop().unwrap();
+        for t in &tickets {
+            assert!(t.cancel());
+        }
+        let canceller = thread::spawn(move || last.cancel());
+        q.maintain(); // three tombstones of four: compacts
+        let popped = q.pop_due(100).is_some();
+        let cancelled = canceller.join().unwrap();
+        assert!(popped != cancelled, "popped {popped}, cancelled {cancelled}");
+        drop(tickets);
+        q.maintain();
+        drop(q);
+        drop(p);
+        assert_eq!(drops.load(Ordering::SeqCst), 4);
+    });
+    reached(&COMPACTIONS, "a compaction");
+}
+
+/// Node memory recycled through the consumer's magazine and the
+/// `returned` stack to a producer on another thread: every field of a
+/// recycled node is a loom cell, so an access of the node's old life that
+/// is not ordered before its new one fails the model. Items arrive once.
+#[test]
+fn node_recycling_across_threads() {
+    use deliloop::queue::probe::{RECYCLED, RETURNED_TAKEN};
+    loom::model(|| {
+        let mut q = DeliQueue::new();
+        let p = q.producer();
+        for i in 0..5u32 {
+            let _ = p.push(i, 0).unwrap();
+        }
+        let p2 = p.clone();
+        let producer = thread::spawn(move || {
+            let _ = p2.push(10, 0).unwrap();
+            let _ = p2.push(11, 0).unwrap();
+        });
+        // Meanwhile the consumer frees four of its five nodes (the newest
+        // stays as the sweep's marker): two fill its magazine (loom keeps
+        // two), two go on `returned`, which the producer may take.
+        let mut got: Vec<u32> = std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)).collect();
+        q.maintain();
+        q.maintain();
+        // The consumer's own push takes from its magazine.
+        let _ = p.push(20, 0).unwrap();
+        producer.join().unwrap();
+        got.extend(std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)));
+        got.sort();
+        assert_eq!(got, [0, 1, 2, 3, 4, 10, 11, 20]);
+    });
+    reached(&RECYCLED, "a recycled node");
+    reached(&RETURNED_TAKEN, "a producer taking the returned stack");
+}
+
+/// The consumer announces a sleep while another thread closes the queue:
+/// either the consumer sees the close and does not sleep, or the closer is
+/// told to wake it.
+#[test]
+fn prepare_sleep_vs_close() {
+    loom::model(|| {
+        let mut q = DeliQueue::<u32>::new();
+        let p = q.producer();
+        let closer = thread::spawn(move || p.close().expect("first close").wake);
+        q.maintain();
+        let slept = q.prepare_sleep(Some(1_000));
+        let wake = closer.join().unwrap();
+        if slept {
+            assert!(wake, "the consumer slept through a close");
+        }
+        q.wake();
+        assert!(q.is_closed());
+    });
+}
+
+/// Front pushes race the consumer's sweeps: each item comes out once;
+/// front items still pending together come out newest first, and before
+/// a normal item due at the same time.
+#[test]
+fn front_pushes_vs_sweep() {
+    loom::model(|| {
+        let mut q = DeliQueue::new();
+        let p = q.producer();
+        let _ = p.push("normal", 0).unwrap();
+        let front = thread::spawn(move || {
+            let _ = p.push_front("front1").unwrap();
+            let _ = p.push_front("front2").unwrap();
+        });
+        let first = q.pop_due(0).map(|e| e.item);
+        front.join().unwrap();
+        let rest: Vec<_> = std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)).collect();
+        let mut all: Vec<_> = first.iter().copied().chain(rest.iter().copied()).collect();
+        match first {
+            // Nothing was pending but "normal": the fronts come after it,
+            // newest first.
+            Some("normal") => assert_eq!(rest, ["front2", "front1"]),
+            // front1 alone had arrived: front2 still jumps "normal".
+            Some("front1") => assert_eq!(rest, ["front2", "normal"]),
+            Some("front2") => assert_eq!(rest, ["front1", "normal"]),
+            other => panic!("first {other:?}"),
+        }
+        all.sort();
+        assert_eq!(all, ["front1", "front2", "normal"]);
+    });
+}

@@ -109,11 +109,14 @@ pub(crate) fn allocate(
     read_link: ReadLink,
 ) -> (NonNull<u8>, bool) {
     if let Some(Some(b)) = with_magazine(layout, |m| m.pop()) {
+        super::probe_hit!(RECYCLED);
         return (b, true);
     }
     if !returned.load(Ordering::Relaxed).is_null() {
         let chain = returned.swap(ptr::null_mut(), Ordering::Acquire);
         if let Some(first) = NonNull::new(chain) {
+            super::probe_hit!(RETURNED_TAKEN);
+            super::probe_hit!(RECYCLED);
             // The chain was handed over whole by the swap; its links were
             // written before the consumer's Release push.
             let mut rest = read_link(first);

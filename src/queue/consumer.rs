@@ -22,7 +22,7 @@ const LANE_SLACK: u64 = 1_000_000;
 
 /// Compaction runs when more than half the heap (and at least this many
 /// entries) are tombstones.
-const COMPACT_MIN: usize = 32;
+const COMPACT_MIN: usize = if cfg!(loom) { 2 } else { 32 };
 
 /// An item popped from the queue, with what it was pushed with.
 #[derive(Debug)]
@@ -388,6 +388,7 @@ impl<T> DeliQueue<T> {
         self.marker = top;
         let deferred = std::mem::replace(&mut self.deferred, ptr::null_mut());
         if !deferred.is_null() {
+            super::probe_hit!(DEFERRED_UNLINKS);
             self.unlink(deferred);
             self.maybe_retire(deferred);
         }
@@ -482,29 +483,35 @@ impl<T> DeliQueue<T> {
 
     /// Retires a node once it is out of both the heap and the stack.
     fn maybe_retire(&mut self, node: *mut Node<T>) {
+        if self.retire(node) {
+            self.to_limbo(node);
+        }
+    }
+
+    /// Marks a node retired if it is out of both the heap and the stack.
+    /// Returns true if it has no tickets either, so it is the caller's to
+    /// put in limbo.
+    fn retire(&mut self, node: *mut Node<T>) -> bool {
         // SAFETY: `node` is alive until retired; `local` is consumer-only.
         let n = unsafe { &*node };
         // SAFETY: consumer only.
         let local = unsafe { n.local() };
         if local & HEAP_DONE == 0 || local & LIST_DONE == 0 {
-            return;
+            return false;
         }
         let state = n.state.load(Ordering::Acquire);
         if state & REMOVED != 0 && local & PAYLOAD_GONE == 0 {
             // Its free-list push has not reached us yet; retire then.
-            return;
+            return false;
         }
         // Tickets are only made at push time, so once the count reads zero
         // it stays zero: no ticket can look at RETIRED any more, and the
         // locked RMW is not needed.
         if state / TICKET == 0 {
-            self.to_limbo(node);
-            return;
+            return true;
         }
         let prev = n.state.fetch_or(RETIRED, Ordering::AcqRel);
-        if prev / TICKET == 0 {
-            self.to_limbo(node);
-        }
+        prev / TICKET == 0
     }
 
     /// Puts a retired node in limbo; reclaims at once (without waiting) when
@@ -517,6 +524,7 @@ impl<T> DeliQueue<T> {
     }
 
     fn compact(&mut self) {
+        super::probe_hit!(COMPACTIONS);
         let mut dropped = Vec::new();
         let mut keep = |node: *mut Node<T>| {
             // SAFETY: heap and lane entries point at live nodes.
@@ -542,12 +550,17 @@ impl<T> Drop for DeliQueue<T> {
         // destructor cannot leave it half-updated.
         let to_drop = std::mem::take(&mut self.to_drop);
         let deferred = std::mem::replace(&mut self.deferred, ptr::null_mut());
+        let mut orphans: Vec<_> = self.limbo.take_all().collect();
         if !deferred.is_null() {
+            // The last marker is never unlinked: walkers can still reach it
+            // from `top`, so it must not go through limbo (whose reclaim
+            // frees what walkers can no longer reach), only to the orphans.
             // SAFETY: consumer only; nothing will sweep past it any more.
             unsafe { (*deferred).set_local(LIST_DONE) };
-            self.maybe_retire(deferred);
+            if self.retire(deferred) {
+                orphans.push(deferred);
+            }
         }
-        let orphans: Vec<_> = self.limbo.take_all().collect();
         // SAFETY: only the consumer writes `orphans`, and only here; the
         // shared state frees them when its last reference goes.
         self.shared

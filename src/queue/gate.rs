@@ -84,6 +84,7 @@ impl Gate {
             // The consumer flipped meanwhile: back out, retry in the new
             // parity.
             self.readers[parity].fetch_sub(1, Ordering::Release);
+            super::probe_hit!(BACKOUTS);
         }
     }
 }

@@ -96,6 +96,40 @@
 //! * The consumer never blocks, spins or sleeps on another thread; the
 //!   only waits are its own `prepare_sleep` and the caller's park.
 
+pub use consumer::{DeliQueue, Popped};
+
+/// Under loom only: counts of rare paths, so the models can show they
+/// reached them (plain std atomics, invisible to loom's scheduler).
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod probe {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A walker backed out of `Gate::enter` because the epoch moved.
+    pub static BACKOUTS: AtomicUsize = AtomicUsize::new(0);
+    /// A finished marker node was unlinked after the next sweep.
+    pub static DEFERRED_UNLINKS: AtomicUsize = AtomicUsize::new(0);
+    /// A node was allocated from recycled memory (magazine or `returned`).
+    pub static RECYCLED: AtomicUsize = AtomicUsize::new(0);
+    /// A producer took the `returned` chain.
+    pub static RETURNED_TAKEN: AtomicUsize = AtomicUsize::new(0);
+    /// The heap was compacted.
+    pub static COMPACTIONS: AtomicUsize = AtomicUsize::new(0);
+
+    pub(crate) fn hit(c: &AtomicUsize) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Records that a rare path ran, under loom (see [`probe`]).
+macro_rules! probe_hit {
+    ($name:ident) => {
+        #[cfg(loom)]
+        $crate::queue::probe::hit(&$crate::queue::probe::$name);
+    };
+}
+pub(crate) use probe_hit;
+
 mod alloc;
 mod consumer;
 mod gate;
@@ -104,8 +138,6 @@ mod node;
 mod producer;
 mod shared;
 mod wait;
-
-pub use consumer::{DeliQueue, Popped};
 pub use producer::{Closed, ItemInfo, Producer, Push, Pushed, Ticket};
 
 #[cfg(all(test, not(loom)))]
