@@ -310,7 +310,10 @@ fn cancel_vs_compaction() {
         q.maintain(); // three tombstones of four: compacts
         let popped = q.pop_due(100).is_some();
         let cancelled = canceller.join().unwrap();
-        assert!(popped != cancelled, "popped {popped}, cancelled {cancelled}");
+        assert!(
+            popped != cancelled,
+            "popped {popped}, cancelled {cancelled}"
+        );
         drop(tickets);
         q.maintain();
         drop(q);

@@ -1,13 +1,16 @@
-//! Stress: two producers push random deadlines while a third thread cancels
-//! about 30% of the items and the consumer pops on an advancing clock. Per-id
-//! counters prove popped + cancelled == pushed, that nothing was popped
-//! before its `when`, and that nothing was popped after its cancel returned
-//! `true`.
+//! Stress: two producers push random deadlines (some to the front of the
+//! queue), a third thread cancels about 30% of the items by ticket, a
+//! fourth removes items by predicate in a loop, and the consumer pops on an
+//! advancing clock; then the queue is dropped with items pending and
+//! tickets still held. Per-id records prove that every item was popped,
+//! cancelled, removed, or dropped with the queue, exactly one of these,
+//! that its payload was dropped exactly once, that nothing was popped
+//! before its `when`, and nothing after its cancel returned `true`.
 //!
-//! The full size (2 x 1,000,000) runs with `--release`; debug builds and Miri
-//! run it scaled down.
+//! The full size (2 x 1,000,000) runs with `--release`; debug builds and
+//! Miri run it scaled down.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 
@@ -26,11 +29,42 @@ const SPAN: u64 = 20_000;
 
 const POPPED: u8 = 1;
 const CANCELLED: u8 = 2;
+const DROPPED: u8 = 4;
+const DROPPED_WITH_QUEUE: u8 = 8;
+const DROPPED_TWICE: u8 = 16;
+
+/// Per-id records shared by every thread.
+struct Records {
+    state: Vec<AtomicU8>,
+    /// Set while the queue is being dropped.
+    dropping: AtomicBool,
+}
+
+struct Item {
+    id: usize,
+    records: Arc<Records>,
+}
+
+impl Drop for Item {
+    fn drop(&mut self) {
+        let mut bits = DROPPED;
+        if self.records.dropping.load(Ordering::SeqCst) {
+            bits |= DROPPED_WITH_QUEUE;
+        }
+        let prev = self.records.state[self.id].fetch_or(bits, Ordering::SeqCst);
+        if prev & DROPPED != 0 {
+            self.records.state[self.id].fetch_or(DROPPED_TWICE, Ordering::SeqCst);
+        }
+    }
+}
 
 #[test]
-fn every_item_is_popped_or_cancelled_exactly_once() {
+fn every_item_is_popped_cancelled_removed_or_dropped_exactly_once() {
     let total = PRODUCERS * PER_PRODUCER;
-    let state: Arc<Vec<AtomicU8>> = Arc::new((0..total).map(|_| AtomicU8::new(0)).collect());
+    let records = Arc::new(Records {
+        state: (0..total).map(|_| AtomicU8::new(0)).collect(),
+        dropping: AtomicBool::new(false),
+    });
     let mut q = DeliQueue::new();
     let (tx, rx) = mpsc::channel();
 
@@ -38,16 +72,25 @@ fn every_item_is_popped_or_cancelled_exactly_once() {
         .map(|t| {
             let p = q.producer();
             let tx = tx.clone();
+            let records = records.clone();
             thread::spawn(move || {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(t as u64);
                 for i in 0..PER_PRODUCER {
                     let id = t * PER_PRODUCER + i;
-                    let when = rng.gen_range(0..SPAN);
+                    let item = Item {
+                        id,
+                        records: records.clone(),
+                    };
+                    let opts = if rng.gen_ratio(1, 20) {
+                        Push::front().tag(id as u64)
+                    } else {
+                        Push::at(rng.gen_range(0..SPAN)).tag(id as u64)
+                    };
                     if rng.gen_ratio(3, 10) {
-                        let (ticket, _) = p.push_cancellable(id, Push::at(when)).unwrap();
+                        let (ticket, _) = p.push_cancellable(item, opts).unwrap();
                         tx.send((id, ticket)).unwrap();
                     } else {
-                        let _ = p.push(id, when).unwrap();
+                        let _ = p.push_with(item, opts).unwrap();
                     }
                 }
             })
@@ -55,57 +98,104 @@ fn every_item_is_popped_or_cancelled_exactly_once() {
         .collect();
     drop(tx);
 
+    // Cancels most tickets; keeps one in ten, uncancelled, until after the
+    // queue is gone.
     let canceller = {
-        let state = state.clone();
+        let records = records.clone();
         thread::spawn(move || {
-            let mut cancelled = 0usize;
-            for (id, ticket) in rx {
-                if ticket.cancel() {
-                    let prev = state[id].fetch_or(CANCELLED, Ordering::SeqCst);
+            let (mut cancelled, mut held) = (0usize, Vec::new());
+            for (n, (id, ticket)) in rx.into_iter().enumerate() {
+                if n % 10 == 0 {
+                    held.push(ticket);
+                } else if ticket.cancel() {
+                    let prev = records.state[id].fetch_or(CANCELLED, Ordering::SeqCst);
                     assert_eq!(prev & POPPED, 0, "item {id} popped, then cancelled");
                     cancelled += 1;
                 }
             }
-            cancelled
+            (cancelled, held)
+        })
+    };
+
+    // Removes by predicate in a loop, a different slice of tags each pass.
+    let stop = Arc::new(AtomicBool::new(false));
+    let walker = {
+        let p = q.producer();
+        let stop = stop.clone();
+        thread::spawn(move || {
+            let (mut removed, mut pass) = (0usize, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let k = pass % 64;
+                removed += p.remove_where(|i| i.tag().is_some_and(|t| t % 64 == k && t % 3 == 0));
+                pass += 1;
+            }
+            (removed, pass)
         })
     };
 
     let mut popped = 0usize;
     let mut now = 0u64;
-    let mut finished_producing = false;
+    let end = SPAN * 3 / 4; // items due later stay for the drop
     loop {
         q.maintain();
         while let Some(e) = q.pop_swept(now) {
             assert!(
                 e.when <= now,
                 "item {} due {} popped at {now}",
-                e.item,
+                e.item.id,
                 e.when
             );
-            let prev = state[e.item].fetch_or(POPPED, Ordering::SeqCst);
-            assert_eq!(prev, 0, "item {} popped twice or after its cancel", e.item);
+            let prev = records.state[e.item.id].fetch_or(POPPED, Ordering::SeqCst);
+            assert_eq!(
+                prev, 0,
+                "item {} popped twice or after its cancel",
+                e.item.id
+            );
             popped += 1;
         }
-        if finished_producing && canceller.is_finished() && q.next_deadline().is_none() {
+        if now == end && producers.iter().all(|h| h.is_finished()) && canceller.is_finished() {
             break;
         }
-        if !finished_producing && producers.iter().all(|h| h.is_finished()) {
-            finished_producing = true;
-        }
-        now = (now + 1).min(SPAN);
+        now = (now + 1).min(end);
     }
     producers.into_iter().for_each(|h| h.join().unwrap());
-    let cancelled = canceller.join().unwrap();
+    let (cancelled, held) = canceller.join().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let (removed, passes) = walker.join().unwrap();
+    // Drop every payload cancelled so far, then drop the queue with items
+    // pending and `held` tickets still alive.
+    q.maintain();
+    records.dropping.store(true, Ordering::SeqCst);
+    let pending = q.len();
+    drop(q);
+    drop(held);
 
-    assert_eq!(
-        popped + cancelled,
-        total,
-        "popped {popped} + cancelled {cancelled}"
-    );
-    for (id, s) in state.iter().enumerate() {
+    let mut with_queue = 0usize;
+    let mut unaccounted = 0usize;
+    for (id, s) in records.state.iter().enumerate() {
         let s = s.load(Ordering::SeqCst);
-        assert!(s == POPPED || s == CANCELLED, "item {id}: state {s}");
+        assert_eq!(s & (DROPPED | DROPPED_TWICE), DROPPED, "item {id}: {s:#b}");
+        assert!(s & POPPED == 0 || s & CANCELLED == 0, "item {id}: {s:#b}");
+        if s & DROPPED_WITH_QUEUE != 0 {
+            assert_eq!(s & (POPPED | CANCELLED), 0, "item {id}: {s:#b}");
+            with_queue += 1;
+        } else if s & (POPPED | CANCELLED) == 0 {
+            unaccounted += 1; // removed by the walker
+        }
     }
+    assert_eq!(with_queue, pending, "dropped with the queue");
+    assert_eq!(
+        unaccounted, removed,
+        "removed by predicate ({passes} passes)"
+    );
+    assert_eq!(
+        popped + cancelled + removed + pending,
+        total,
+        "popped {popped} + cancelled {cancelled} + removed {removed} + pending {pending}"
+    );
     assert!(cancelled > total / 10, "only {cancelled} cancels won");
-    assert!(q.is_empty());
+    assert!(
+        removed > 0 && pending > 0,
+        "removed {removed}, pending {pending}"
+    );
 }

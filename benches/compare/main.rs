@@ -1,6 +1,7 @@
 //! deliloop against its peers, interleaved in one process.
 //!
 //! `cargo bench --bench compare -- [--quick] [--json PATH] [--only A,B,...]`
+//! (`--only` takes workload letters: A, B, ..., G, G2, H, T, floor)
 //!
 //! Every workload runs each implementation in turn (A B C A B C ...) for a
 //! number of rounds, so drift and noise on this shared machine hit all of
@@ -80,6 +81,7 @@ fn main() {
         ("E", timers::workloads),
         ("F", cancel::workloads),
         ("G", stall::workloads),
+        ("G2", stall::workloads_g2),
         ("H", ring::workloads),
         ("H", server::workloads),
         ("T", lateness::workloads),

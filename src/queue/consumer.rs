@@ -404,7 +404,7 @@ impl<T> DeliQueue<T> {
             let next = unsafe { n.free_next() };
             if n.state.load(Ordering::Acquire) & RETIRED != 0 {
                 // Its last ticket dropped after retirement.
-                self.to_limbo(node);
+                self.send_to_limbo(node);
             } else {
                 // A tombstone: swept already (its push happened before the
                 // cancel that put it here, and we swept after the swap).
@@ -484,7 +484,7 @@ impl<T> DeliQueue<T> {
     /// Retires a node once it is out of both the heap and the stack.
     fn maybe_retire(&mut self, node: *mut Node<T>) {
         if self.retire(node) {
-            self.to_limbo(node);
+            self.send_to_limbo(node);
         }
     }
 
@@ -517,7 +517,7 @@ impl<T> DeliQueue<T> {
     /// Puts a retired node in limbo; reclaims at once (without waiting) when
     /// limbo reaches its bound, so a long batch cannot pile nodes up.
     #[inline]
-    fn to_limbo(&mut self, node: *mut Node<T>) {
+    fn send_to_limbo(&mut self, node: *mut Node<T>) {
         if self.limbo.push(node) {
             self.reclaim();
         }

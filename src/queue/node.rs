@@ -115,8 +115,11 @@ impl<T> Node<T> {
         flags: u32,
         tickets: usize,
     ) -> *mut Node<T> {
-        let (block, recycled) =
-            super::alloc::allocate(Layout::new::<Node<T>>(), returned, Node::<T>::read_pool_link);
+        let (block, recycled) = super::alloc::allocate(
+            Layout::new::<Node<T>>(),
+            returned,
+            Node::<T>::read_pool_link,
+        );
         let node = block.cast::<Node<T>>().as_ptr();
         let meta = Meta { when, tag, flags };
         let state = QUEUED | (tickets * TICKET);
@@ -149,7 +152,7 @@ impl<T> Node<T> {
     #[cfg_attr(not(loom), allow(dead_code))]
     fn reinit(&self, item: T, meta: Meta, state: usize) {
         self.next.store(ptr::null_mut(), Ordering::Relaxed);
-        // SAFETY (all four): the caller owns the dead node exclusively.
+        // SAFETY: the caller owns the dead node exclusively.
         self.free_next.with_mut(|p| unsafe { *p = ptr::null_mut() });
         // SAFETY: as above.
         self.prev.with_mut(|p| unsafe { *p = ptr::null_mut() });

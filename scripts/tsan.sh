@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# ThreadSanitizer over the tests where threads race: the queue's stress
+# test, the cross-thread and cancellation tests, and the liveness test.
+# Needs a nightly toolchain with rust-src (std is rebuilt instrumented, so
+# TSan sees std's own atomics and locks).
+#
+#   bash scripts/tsan.sh            # all of them
+#   bash scripts/tsan.sh --quick    # the stress test alone (what CI runs)
+#
+# TSan exits with 66 when it reports a race, yet libtest may still have
+# printed "ok": the script fails on either the exit status or a report.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if ! rustup +nightly component list --installed 2>/dev/null | grep -q '^rust-src'; then
+  if ! rustup +nightly component add rust-src >/dev/null 2>&1; then
+    echo "SKIP tsan: no nightly toolchain with rust-src"
+    exit 0
+  fi
+fi
+
+tests=(--test queue_stress --test cross_thread --test cancel --test liveness)
+if [[ "${1:-}" == "--quick" ]]; then
+  tests=(--test queue_stress)
+fi
+host=$(rustc +nightly -vV | sed -n 's/^host: //p')
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+RUSTFLAGS="-Zsanitizer=thread" \
+RUSTDOCFLAGS="-Zsanitizer=thread" \
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+CARGO_TARGET_DIR=target/tsan \
+  cargo +nightly test -Zbuild-std --target "$host" "${tests[@]}" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+
+if grep -q "WARNING: ThreadSanitizer" "$log"; then
+  echo "tsan: ThreadSanitizer reported a race (exit status $status)"
+  exit 1
+fi
+if [[ $status -ne 0 ]]; then
+  echo "tsan: tests failed with exit status $status"
+  exit "$status"
+fi
+echo "tsan: clean"
