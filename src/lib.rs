@@ -13,27 +13,20 @@
 //! ```
 #![warn(missing_docs)]
 
-mod context;
 mod error;
-mod global;
-mod handle;
 #[cfg(feature = "legacy")]
 pub mod legacy;
-mod looper;
-mod message;
-mod park;
 pub mod queue;
+mod runtime;
 pub mod stats;
 pub(crate) mod sync;
-mod task;
 pub mod time;
 
 pub use error::PostError;
-pub use global::{block_on, spawn, spawn_local};
-pub use handle::Handle;
-pub use looper::{Builder, Looper, Turn, DEFAULT_BUDGET};
-pub use message::{MessageBuilder, MessageId, MessageInfo, Tag};
-pub use task::Task;
+pub use runtime::{
+    block_on, spawn, spawn_local, Builder, Handle, Looper, MessageBuilder, MessageId, MessageInfo,
+    Tag, Task, Turn, DEFAULT_BUDGET,
+};
 
 /// The README's code blocks, compiled and run as doctests.
 #[cfg(doctest)]

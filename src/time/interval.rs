@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::Stream;
 
 use super::sleep::Sleep;
-use crate::context;
+use crate::runtime::context;
 
 /// What an [`Interval`] does when ticks were missed (the loop was busy past
 /// one or more tick times).

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use crate::context;
-use crate::handle::Remote;
-use crate::message::{Entry, MessageId, TimerCell, INTERNAL};
 use crate::queue::Push;
+use crate::runtime::context;
+use crate::runtime::message::{Entry, MessageId, TimerCell, INTERNAL};
+use crate::runtime::remote::Remote;
 
 /// Waits until `duration` has passed. `Duration::MAX` never completes.
 ///

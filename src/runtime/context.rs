@@ -9,8 +9,8 @@ use std::cell::Cell;
 use std::ptr;
 use std::sync::Arc;
 
-use crate::handle::Remote;
-use crate::looper::Core;
+use super::core::Core;
+use super::remote::Remote;
 
 thread_local! {
     static CURRENT: Cell<*const Core> = const { Cell::new(ptr::null()) };

@@ -9,9 +9,9 @@ use std::task::{Context, Poll};
 pub use async_task::Task;
 use async_task::{Builder, Runnable};
 
-use crate::context;
-use crate::handle::Remote;
-use crate::message::{Entry, INTERNAL};
+use super::context;
+use super::message::{Entry, INTERNAL};
+use super::remote::Remote;
 use crate::queue::Push;
 
 /// Spawns a `Send` future on the looper behind `remote`.

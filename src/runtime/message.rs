@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use async_task::Runnable;
 use futures::task::AtomicWaker;
 
+use super::handle::Handle;
 use crate::error::PostError;
-use crate::handle::Handle;
 use crate::queue::{ItemInfo, Ticket};
 
 /// User flag bit: the message is asynchronous (Android's

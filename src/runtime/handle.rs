@@ -2,100 +2,15 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::message::{unerase, Entry, MessageBuilder, MessageId, MessageInfo, Tag, When, INTERNAL};
+use super::remote::{Remote, QUIT, QUIT_SAFELY};
+use super::task::{self, Task};
 use crate::error::PostError;
-use crate::message::{unerase, Entry, MessageBuilder, MessageId, MessageInfo, Tag, When, INTERNAL};
-use crate::queue::{Closed, Producer, Push};
-use crate::task::{self, Task};
+use crate::queue::Push;
 use crate::time::Sleep;
-
-pub(crate) const RUNNING: u8 = 0;
-pub(crate) const QUIT: u8 = 1;
-pub(crate) const QUIT_SAFELY: u8 = 2;
-
-/// What every thread shares with a looper.
-pub(crate) struct Remote {
-    pub(crate) id: u64,
-    pub(crate) producer: Producer<Entry>,
-    pub(crate) waker: mio::Waker,
-    pub(crate) origin: Instant,
-    /// Wake-up syscalls made by posters (at most one per park).
-    pub(crate) wakeups: AtomicU64,
-    pub(crate) quit_mode: AtomicU8,
-}
-
-impl Remote {
-    /// Ticks (ns since the looper's origin) of `when`; the past is 0.
-    pub(crate) fn ticks_at(&self, when: Instant) -> u64 {
-        nanos(when.saturating_duration_since(self.origin))
-    }
-
-    pub(crate) fn now_ticks(&self) -> u64 {
-        self.ticks_at(Instant::now())
-    }
-
-    /// `now + delay`, saturating: `Duration::MAX` is "never".
-    pub(crate) fn ticks_after(&self, delay: Duration) -> u64 {
-        self.ticks_after_from(self.now_ticks(), delay)
-    }
-
-    /// `now + delay` for a given clock reading, saturating.
-    pub(crate) fn ticks_after_from(&self, now: u64, delay: Duration) -> u64 {
-        now.saturating_add(nanos(delay)).min(NEVER)
-    }
-
-    pub(crate) fn instant_of(&self, ticks: u64) -> Instant {
-        self.origin
-            .checked_add(Duration::from_nanos(ticks))
-            .unwrap_or(self.origin)
-    }
-
-    pub(crate) fn push(&self, entry: Entry, opts: Push) -> Result<(), Closed<Entry>> {
-        let pushed = self.producer.push_with(entry, opts)?;
-        if pushed.wake {
-            self.wake_loop();
-        }
-        Ok(())
-    }
-
-    pub(crate) fn push_cancellable(
-        &self,
-        entry: Entry,
-        opts: Push,
-    ) -> Result<MessageId, Closed<Entry>> {
-        let (ticket, pushed) = self.producer.push_cancellable(entry, opts)?;
-        if pushed.wake {
-            self.wake_loop();
-        }
-        Ok(MessageId { ticket })
-    }
-
-    pub(crate) fn wake_loop(&self) {
-        self.wakeups.fetch_add(1, Ordering::Relaxed);
-        // An eventfd write; it can only fail if the counter would overflow,
-        // and then the loop is awake anyway.
-        let _ = self.waker.wake();
-    }
-
-    fn quit(&self, mode: u8) {
-        let _ = self
-            .quit_mode
-            .compare_exchange(RUNNING, mode, Ordering::AcqRel, Ordering::Acquire);
-        if self.producer.close().is_some_and(|c| c.wake) {
-            self.wake_loop();
-        }
-    }
-}
-
-/// Ticks that never come.
-pub(crate) const NEVER: u64 = u64::MAX - 1;
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(NEVER).min(NEVER)
-}
 
 /// A handle to a [`Looper`](crate::Looper): `Send + Sync + Clone`, usable
 /// from any thread. It spawns tasks and posts closures (one CAS each, no

@@ -3,9 +3,9 @@
 use std::cell::RefCell;
 use std::future::Future;
 
-use crate::context;
-use crate::looper::Looper;
-use crate::task::{self, Task};
+use super::context;
+use super::looper::Looper;
+use super::task::{self, Task};
 
 thread_local! {
     static DEFAULT: RefCell<Option<Looper>> = const { RefCell::new(None) };

@@ -1,0 +1,283 @@
+//! The `Looper`: the public face of one thread's loop over one DeliQueue.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use super::builder::Builder;
+use super::context::{self, Enter};
+use super::core::Core;
+use super::handle::Handle;
+use super::message::{Entry, INTERNAL};
+use super::remote::Remote;
+use super::task::{self, Task};
+use super::turn::Turn;
+use crate::queue::Push;
+use crate::stats::Stats;
+
+/// The waker of the future given to `block_on`.
+pub(crate) struct MainWake {
+    pub(crate) woken: AtomicBool,
+    remote: Arc<Remote>,
+}
+
+impl Wake for MainWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.woken.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // On the loop thread the flag is enough: the loop checks it before
+        // it parks. From elsewhere, a push wakes a parked loop.
+        if context::with_core(self.remote.id, |_| ()).is_none() {
+            let pushed = self
+                .remote
+                .push(Entry::WakeMain, Push::front().flags(INTERNAL));
+            if pushed.is_err() {
+                self.remote.wake_loop();
+            }
+        }
+    }
+}
+
+/// A single-threaded event loop over one DeliQueue: it runs tasks, timers
+/// and posted closures on the thread that owns it.
+///
+/// `Looper` is `!Send` and `!Sync`; its [`Handle`] is the thread-safe side.
+///
+/// ```
+/// use std::time::Duration;
+/// use deliloop::{time::sleep, Looper};
+///
+/// let looper = Looper::new().unwrap();
+/// let out = looper.block_on(async {
+///     let t = deliloop::spawn(async { 1 + 1 });
+///     sleep(Duration::from_millis(1)).await;
+///     t.await
+/// });
+/// assert_eq!(out, 2);
+/// ```
+///
+/// ```compile_fail
+/// fn needs_send<T: Send>() {}
+/// needs_send::<deliloop::Looper>();
+/// ```
+pub struct Looper {
+    core: Rc<Core>,
+}
+
+impl fmt::Debug for Looper {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Looper")
+            .field("id", &self.core.remote.id)
+            .finish()
+    }
+}
+
+impl Looper {
+    pub(crate) fn from_core(core: Core) -> Looper {
+        Looper {
+            core: Rc::new(core),
+        }
+    }
+
+    /// A looper with the default configuration.
+    ///
+    /// # Errors
+    /// See [`Builder::build`].
+    pub fn new() -> io::Result<Looper> {
+        Builder::default().build()
+    }
+
+    /// A [`Builder`] to configure one.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// The thread-safe handle.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            remote: self.core.remote.clone(),
+        }
+    }
+
+    /// Runs `future` to completion on this thread, running the loop (tasks,
+    /// timers, posts) while it waits.
+    ///
+    /// # Panics
+    /// If a looper is already running on this thread (for example inside a
+    /// task of this loop): nesting would deadlock, so it panics instead.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        let _enter = Enter::new(&self.core, "Looper::block_on");
+        let main = Arc::new(MainWake {
+            woken: AtomicBool::new(true),
+            remote: self.core.remote.clone(),
+        });
+        let waker = Waker::from(main.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut future = pin!(future);
+        loop {
+            if main.woken.swap(false, Ordering::AcqRel) {
+                if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+                    return out;
+                }
+            }
+            self.core.turn(None, Some(&main));
+        }
+    }
+
+    /// Runs the loop until [`Handle::quit`] or [`Handle::quit_safely`].
+    ///
+    /// # Panics
+    /// If a looper is already running on this thread.
+    pub fn run(&self) {
+        let _enter = Enter::new(&self.core, "Looper::run");
+        while !self.core.turn(None, None).quit {}
+    }
+
+    /// Spawns a `!Send` future on this looper.
+    ///
+    /// ```
+    /// use std::rc::Rc;
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// let shared = Rc::new(5);
+    /// let s = shared.clone();
+    /// let task = looper.spawn_local(async move { *s + 1 });
+    /// assert_eq!(looper.block_on(task), 6);
+    /// ```
+    pub fn spawn_local<F>(&self, future: F) -> Task<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        task::spawn_local(self.core.remote.clone(), future)
+    }
+
+    /// Dispatches what is ready now (sweeping posts from other threads in
+    /// first) and returns; never blocks. For embedding in a host loop.
+    ///
+    /// When it returns with nothing left to do, the looper's fd
+    /// ([`AsRawFd`]) turns readable as soon as there is work again: a post
+    /// from any thread, or the next deadline (through a timerfd). So a host
+    /// loop waits on that fd (with `Turn::next_deadline` as its timeout when
+    /// it is now, meaning "call again at once") and calls `dispatch_ready`
+    /// when it is readable. While work is ready, no syscall is made.
+    ///
+    /// # Panics
+    /// If a looper is already running on this thread.
+    ///
+    /// ```
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// looper.handle().post(|| println!("hi")).unwrap();
+    /// assert_eq!(looper.dispatch_ready().dispatched, 1);
+    /// ```
+    pub fn dispatch_ready(&self) -> Turn {
+        let _enter = Enter::new(&self.core, "Looper::dispatch_ready");
+        self.core.host_resume();
+        if self.core.check_quit() {
+            return self.core.turn_result(0, true);
+        }
+        let dispatched = self.core.dispatch();
+        let turn = self.core.turn_result(dispatched, false);
+        self.core.host_prepare();
+        turn
+    }
+
+    /// Waits for work (at most `timeout`, `None`: no limit) unless some is
+    /// ready, then dispatches it.
+    ///
+    /// # Panics
+    /// If a looper is already running on this thread.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// looper.handle().post_delayed(Duration::from_millis(1), || {}).unwrap();
+    /// let mut ran = 0;
+    /// while ran == 0 {
+    ///     ran = looper.turn(Some(Duration::from_millis(100))).dispatched;
+    /// }
+    /// ```
+    pub fn turn(&self, timeout: Option<Duration>) -> Turn {
+        let _enter = Enter::new(&self.core, "Looper::turn");
+        self.core.turn(timeout, None)
+    }
+
+    /// When the earliest pending entry is due, if any.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.core.next_deadline()
+    }
+
+    /// Counters since creation.
+    pub fn stats(&self) -> Stats {
+        let c = &self.core.counters;
+        let (tasks, messages, timers) = (
+            c.tasks_polled.get(),
+            c.messages_run.get(),
+            c.timers_fired.get(),
+        );
+        let (pending, limbo, limbo_peak) = {
+            let mut q = self.core.queue.borrow_mut();
+            (q.len(), q.limbo_len(), q.limbo_peak())
+        };
+        let pending = pending + self.core.local.borrow().len();
+        Stats {
+            dispatched: tasks + messages + timers,
+            tasks_polled: tasks,
+            messages_run: messages,
+            timers_fired: timers,
+            message_panics: c.message_panics.get(),
+            parks: c.parks.get(),
+            wakeups: self.core.remote.wakeups.load(Ordering::Relaxed),
+            dropped_on_quit: c.dropped_on_quit.get(),
+            tasks_cancelled: c.tasks_cancelled.get(),
+            pending: pending as u64,
+            limbo: limbo as u64,
+            limbo_peak: limbo_peak as u64,
+        }
+    }
+}
+
+impl AsRawFd for Looper {
+    /// The epoll descriptor, for host loops. After
+    /// [`dispatch_ready`](Looper::dispatch_ready) returns with nothing ready,
+    /// it is readable once there is work: a post from any thread, the next
+    /// deadline, or I/O.
+    fn as_raw_fd(&self) -> RawFd {
+        self.core.parker.borrow().as_raw_fd()
+    }
+}
+
+impl AsFd for Looper {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the epoll fd lives as long as the looper, which `&self`
+        // borrows.
+        unsafe { BorrowedFd::borrow_raw(self.as_raw_fd()) }
+    }
+}
+
+impl Drop for Looper {
+    /// Quits: every pending entry is dropped once (counted) and every live
+    /// task cancelled, so whoever awaits one sees cancellation.
+    fn drop(&mut self) {
+        self.core.remote.producer.close();
+        let _enter = Enter::force(&self.core);
+        self.core.check_quit();
+    }
+}

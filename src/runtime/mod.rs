@@ -1,0 +1,37 @@
+//! The runtime: one loop thread over one DeliQueue.
+//!
+//! Layering: `crate::queue` knows nothing of the runtime; this module builds
+//! the loop on it; `crate::time` (and later I/O and embedding) build on
+//! this module.
+//!
+//! * `looper.rs`: the public `Looper`; `builder.rs`: its configuration.
+//! * `core.rs`: `Core`, the loop thread's state; `turn.rs`: a turn (park,
+//!   host arming); `dispatch.rs`: running due entries; `quit.rs`: quit.
+//! * `remote.rs`: `Remote`, what every thread shares with a loop;
+//!   `handle.rs`: the public `Handle` on top of it.
+//! * `message.rs`: what the queue carries and the message API; `task.rs`:
+//!   tasks on async-task; `context.rs`: which loop runs on this thread;
+//!   `park.rs`: epoll, eventfd and timerfd; `global.rs`: the crate-level
+//!   `block_on`, `spawn`, `spawn_local`.
+
+mod builder;
+pub(crate) mod context;
+mod core;
+mod dispatch;
+mod global;
+mod handle;
+mod looper;
+pub(crate) mod message;
+mod park;
+mod quit;
+pub(crate) mod remote;
+mod task;
+mod turn;
+
+pub use builder::{Builder, DEFAULT_BUDGET};
+pub use global::{block_on, spawn, spawn_local};
+pub use handle::Handle;
+pub use looper::Looper;
+pub use message::{MessageBuilder, MessageId, MessageInfo, Tag};
+pub use task::Task;
+pub use turn::Turn;

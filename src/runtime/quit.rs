@@ -1,0 +1,74 @@
+//! Quit: once the queue is closed, run what `quit_safely` allows, drop
+//! the rest (each entry once, counted) and cancel every live task.
+
+use std::sync::atomic::Ordering;
+use std::task::Waker;
+
+use super::core::Core;
+use super::remote::QUIT_SAFELY;
+use crate::queue::Popped;
+use crate::stats::Counters;
+
+impl Core {
+    /// Once the queue is closed: settles quit. Returns whether it has quit.
+    pub(crate) fn check_quit(&self) -> bool {
+        if self.quit_done.get() {
+            return true;
+        }
+        if !self.remote.producer.is_closed() {
+            return false;
+        }
+        self.quit_done.set(true);
+        let safely = self.remote.quit_mode.load(Ordering::Acquire) == QUIT_SAFELY;
+        let now = self.now_ticks();
+        let drained = {
+            let mut queue = self.queue.borrow_mut();
+            queue.close();
+            queue.drain()
+        };
+        if safely {
+            let local: Vec<_> = self.local.borrow_mut().drain(..).collect();
+            for runnable in local {
+                Counters::bump(&self.counters.tasks_polled);
+                runnable.run();
+            }
+        }
+        for Popped { item, when, .. } in drained {
+            if safely && when <= now {
+                self.run_entry(item);
+            } else {
+                Counters::bump(&self.counters.dropped_on_quit);
+                drop(item);
+            }
+        }
+        self.cancel_tasks();
+        true
+    }
+
+    /// Cancels every live task: wakes each (which schedules it on the local
+    /// lane), then drops the scheduled runnables, which drops the futures.
+    pub(crate) fn cancel_tasks(&self) {
+        self.active_closed.set(true);
+        let wakers: Vec<Waker> = self.active.borrow_mut().drain().collect();
+        for w in wakers {
+            w.wake();
+        }
+        loop {
+            let batch: Vec<_> = self.local.borrow_mut().drain(..).collect();
+            if batch.is_empty() {
+                break;
+            }
+            for runnable in batch {
+                Counters::bump(&self.counters.tasks_cancelled);
+                drop(runnable);
+            }
+            // Futures dropped here may have posted (refused) or woken
+            // other tasks (onto the lane again): loop until quiet.
+            let late = self.queue.borrow_mut().drain();
+            for p in late {
+                Counters::bump(&self.counters.dropped_on_quit);
+                drop(p);
+            }
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! A turn of the loop: dispatch what is ready, or park until something may
+//! be; and the host-embedding variant that leaves the epoll fd armed.
+//!
+//! A turn: sweep the queue's inbox and cancellations, dispatch what is due
+//! (the local lane of same-thread task wakes first, then the queue in
+//! `(when, seq)` order) up to the budget, then, if nothing was ready,
+//! compute the next deadline and park in `epoll_wait` with a `timerfd`
+//! armed to it. A post to a busy loop costs one CAS and no syscall; a post
+//! to a parked loop makes at most one wake-up per park.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::core::Core;
+use super::looper::MainWake;
+use super::message::Entry;
+use crate::queue::DeliQueue;
+use crate::stats::Counters;
+
+/// What one turn of the loop did; from [`Looper::turn`](crate::Looper::turn) and
+/// [`Looper::dispatch_ready`](crate::Looper::dispatch_ready).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Turn {
+    /// Entries dispatched in this turn.
+    pub dispatched: usize,
+    /// When the earliest pending entry is due (now, if some are ready).
+    pub next_deadline: Option<Instant>,
+    /// The looper has quit: nothing will run any more.
+    pub quit: bool,
+}
+
+impl Core {
+    /// Whether anything can run without waiting.
+    pub(crate) fn has_ready(&self, main: Option<&MainWake>) -> bool {
+        !self.local.borrow().is_empty() || main.is_some_and(|m| m.woken.load(Ordering::Acquire))
+    }
+
+    /// Waits until something may be ready or `timeout` passes.
+    pub(crate) fn park(&self, timeout: Option<Duration>, main: Option<&MainWake>) {
+        if self.has_ready(main) {
+            return;
+        }
+        let mut queue = self.queue.borrow_mut();
+        let now = self.now_ticks();
+        let deadline = queue.next_deadline();
+        if deadline.is_some_and(|d| d <= now) {
+            return;
+        }
+        let limit = timeout.map(|t| now.saturating_add(t.as_nanos().min(u64::MAX as u128) as u64));
+        let wake_at = match (deadline, limit) {
+            (Some(d), Some(l)) => Some(d.min(l)),
+            (d, l) => d.or(l),
+        };
+        if !self.spin.is_zero() && self.spin_for_work(&queue, main, wake_at, self.spin) {
+            return;
+        }
+        // Close to a deadline with `wake_early`: spin out the rest.
+        if let Some(d) = deadline.filter(|d| self.early > 0 && d - now <= self.early) {
+            let rest = Duration::from_nanos(d - now);
+            self.spin_for_work(&queue, main, Some(d), rest);
+            return;
+        }
+        let wake_at = wake_at.map(|w| {
+            if Some(w) == deadline {
+                w.saturating_sub(self.early)
+            } else {
+                w
+            }
+        });
+        if !queue.prepare_sleep(wake_at) {
+            return;
+        }
+        // Same-thread wakes of the main future set the flag without a push;
+        // they all happened before this check.
+        if main.is_some_and(|m| m.woken.load(Ordering::Acquire)) {
+            queue.wake();
+            return;
+        }
+        drop(queue);
+        let sleep = wake_at.map(|w| Duration::from_nanos(w.saturating_sub(self.now_ticks())));
+        Counters::bump(&self.counters.parks);
+        self.parker.borrow_mut().park(sleep);
+        self.queue.borrow_mut().wake();
+    }
+
+    /// Spins up to the configured time; true if work showed up.
+    pub(crate) fn spin_for_work(
+        &self,
+        queue: &DeliQueue<Entry>,
+        main: Option<&MainWake>,
+        wake_at: Option<u64>,
+        spin: Duration,
+    ) -> bool {
+        let until = self.now_ticks().saturating_add(spin.as_nanos() as u64);
+        let until = wake_at.map_or(until, |w| w.min(until));
+        loop {
+            for _ in 0..64 {
+                if queue.has_new() || main.is_some_and(|m| m.woken.load(Ordering::Acquire)) {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            if self.now_ticks() >= until {
+                return wake_at.is_some_and(|w| w <= until);
+            }
+        }
+    }
+
+    /// Back from a host's wait on the epoll fd: consume its readiness and
+    /// mark the queue awake.
+    pub(crate) fn host_resume(&self) {
+        if self.host_armed.replace(false) {
+            self.parker.borrow_mut().drain_events();
+            self.queue.borrow_mut().wake();
+        }
+    }
+
+    /// Before a host waits on the epoll fd: if nothing is ready, announce a
+    /// sleep until the next deadline (so a post wakes the fd) and arm the
+    /// timerfd to that deadline (so the fd turns readable then).
+    pub(crate) fn host_prepare(&self) {
+        if !self.local.borrow().is_empty() || self.quit_done.get() {
+            return;
+        }
+        let mut queue = self.queue.borrow_mut();
+        let now = self.now_ticks();
+        let deadline = queue.next_deadline();
+        if deadline.is_some_and(|d| d <= now) || !queue.prepare_sleep(deadline) {
+            return;
+        }
+        drop(queue);
+        let timeout = deadline.map(|d| Duration::from_nanos(d - now));
+        self.parker.borrow_mut().arm_for_host(timeout);
+        self.host_armed.set(true);
+    }
+
+    pub(crate) fn turn(&self, timeout: Option<Duration>, main: Option<&MainWake>) -> Turn {
+        self.host_resume();
+        if self.check_quit() {
+            return self.turn_result(0, true);
+        }
+        let mut dispatched = self.dispatch();
+        if dispatched == 0 {
+            self.park(timeout, main);
+            if self.check_quit() {
+                return self.turn_result(0, true);
+            }
+            dispatched = self.dispatch();
+        }
+        self.turn_result(dispatched, false)
+    }
+
+    pub(crate) fn turn_result(&self, dispatched: usize, quit: bool) -> Turn {
+        let next_deadline = if quit { None } else { self.next_deadline() };
+        Turn {
+            dispatched,
+            next_deadline,
+            quit,
+        }
+    }
+}
