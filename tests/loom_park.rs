@@ -77,3 +77,64 @@ fn post_earlier_than_the_deadline_wakes_the_sleeper() {
         assert_eq!(got, [1]);
     });
 }
+
+/// A sync barrier is removed on one thread while another posts an item it
+/// held and the loop parks: the loop never sleeps through the removal (it
+/// would deadlock here), and pops the released item.
+#[test]
+fn barrier_removal_vs_post_and_park_no_lost_wakeup() {
+    loom::model(|| {
+        let mut q = DeliQueue::new();
+        let eventfd = Arc::new(Notify::new());
+        let p = q.producer();
+        let (barrier, _) = p.push_barrier(0u32, 0).unwrap();
+        q.maintain();
+        let poster = {
+            let (p, e) = (p.clone(), eventfd.clone());
+            thread::spawn(move || {
+                if p.push(1, 5).unwrap().wake {
+                    e.notify();
+                }
+            })
+        };
+        let remover = {
+            let e = eventfd.clone();
+            thread::spawn(move || {
+                assert!(barrier.cancel());
+                if p.nudge().wake {
+                    e.notify();
+                }
+            })
+        };
+        let got = run_loop(&mut q, &eventfd, 1, None);
+        poster.join().unwrap();
+        remover.join().unwrap();
+        assert_eq!(got, [1]);
+    });
+}
+
+/// While the loop sleeps behind a barrier, a post the barrier holds is not
+/// told to wake it, and an asynchronous one is.
+#[test]
+fn a_held_post_does_not_wake_a_parked_loop() {
+    loom::model(|| {
+        let mut q = DeliQueue::new();
+        let p = q.producer();
+        let (_barrier, _) = p.push_barrier(0u32, 0).unwrap();
+        q.maintain();
+        assert!(q.prepare_sleep(None));
+        let poster = thread::spawn(move || {
+            let held = p.push(1, 5).unwrap().wake;
+            let passes = p
+                .push_with(2, deliloop::queue::Push::at(5).asynchronous())
+                .unwrap()
+                .wake;
+            (held, passes)
+        });
+        let (held, passes) = poster.join().unwrap();
+        assert!(!held, "a held post woke the loop");
+        assert!(passes, "an asynchronous post did not wake the loop");
+        q.wake();
+        assert_eq!(q.pop_due(10).map(|e| e.item), Some(2));
+    });
+}

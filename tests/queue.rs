@@ -371,3 +371,85 @@ fn limbo_drains_once_walkers_stop() {
     assert_eq!(q.limbo_len(), 0);
     assert!(q.limbo_peak() <= n as usize);
 }
+
+#[test]
+fn a_barrier_holds_sync_items_and_lets_async_ones_through_in_order() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let _ = p.push("before", 1).unwrap();
+    let (barrier, _) = p.push_barrier("barrier", 5).unwrap();
+    let _ = p.push("held1", 6).unwrap();
+    let _ = p.push_with("async1", Push::at(6).asynchronous()).unwrap();
+    let _ = p.push("held2", 7).unwrap();
+    let _ = p.push_with("async2", Push::at(8).asynchronous()).unwrap();
+    let _ = p.push("early", 2).unwrap(); // due before the barrier: runs
+    assert_eq!(
+        pop_all(&mut q, 100),
+        ["before", "early", "async1", "async2"]
+    );
+    assert_eq!(q.next_deadline(), None, "held items have no deadline");
+    assert!(barrier.cancel());
+    assert!(!barrier.cancel());
+    assert_eq!(q.next_deadline(), Some(6));
+    assert_eq!(pop_all(&mut q, 100), ["held1", "held2"]);
+}
+
+#[test]
+fn a_push_behind_a_barrier_does_not_wake_and_removing_it_does() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let (barrier, pushed) = p.push_barrier((), 10).unwrap();
+    assert!(!pushed.wake);
+    q.maintain();
+    assert!(q.prepare_sleep(None));
+    assert!(!p.push((), 20).unwrap().wake, "held: no wake");
+    assert!(
+        !p.push((), 10).unwrap().wake,
+        "due with the barrier, after it"
+    );
+    assert!(
+        p.push((), 9).unwrap().wake,
+        "due before the barrier: runs first"
+    );
+    q.wake();
+    q.maintain();
+    assert!(q.prepare_sleep(None));
+    assert!(
+        p.push_with((), Push::at(50).asynchronous()).unwrap().wake,
+        "async passes the barrier"
+    );
+    q.wake();
+    q.maintain();
+    assert!(q.prepare_sleep(Some(1_000)));
+    assert!(barrier.cancel());
+    assert!(p.nudge().wake, "the removed barrier wakes the sleeper");
+    assert!(!p.nudge().wake, "once per sleep");
+    q.wake();
+    assert_eq!(q.drain().len(), 4);
+}
+
+#[test]
+fn a_cancel_before_sleeping_keeps_the_consumer_awake() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let (t, _) = p.push_cancellable(1, Push::at(100)).unwrap();
+    q.maintain();
+    assert!(t.cancel());
+    assert!(!q.prepare_sleep(None), "a cancellation is waiting");
+    q.maintain();
+    assert!(q.prepare_sleep(None));
+    q.wake();
+}
+
+#[test]
+fn drain_returns_barriers_too() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let (_b, _) = p.push_barrier("b", 1).unwrap();
+    let _ = p.push("x", 2).unwrap();
+    q.close();
+    let d = q.drain();
+    assert_eq!(d.len(), 2);
+    assert!(d[0].info.is_barrier() && d[0].item == "b");
+    assert_eq!(d[1].item, "x");
+}

@@ -1,15 +1,15 @@
 //! The consumer side: the loop thread's view of the queue. It alone sweeps
 //! the stack into its heap, pops, unlinks, retires and frees nodes.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::ptr;
 
+use super::class::{earlier, Class, Slot};
 use super::gate::Limbo;
-use super::heap::{DefaultOrder, Key, MinHeap, Order};
+use super::heap::Key;
 use super::node::{
-    Node, COUNTED, FRONT, HEAP_DONE, LIST_DONE, PAYLOAD_GONE, REMOVED, RETIRED, SWEPT, TAKEN,
-    TICKET,
+    Node, BARRIER, COUNTED, FRONT, HEAP_DONE, LIST_DONE, PASSES, PAYLOAD_GONE, REMOVED, RETIRED,
+    SWEPT, TAKEN, TICKET,
 };
 use super::producer::{ItemInfo, Producer};
 use super::shared::Shared;
@@ -66,11 +66,12 @@ pub struct Popped<T> {
 /// ```
 pub struct DeliQueue<T> {
     shared: Arc<Shared<T>>,
-    heap: MinHeap<*mut Node<T>>,
-    /// Entries already due when swept, in increasing `(when, seq)` order:
-    /// O(1) in and out. Merged with the heap by the comparator, so the
-    /// overall order is exactly `(when, seq)`.
-    lane: VecDeque<(Key, *mut Node<T>)>,
+    /// Entries that sync barriers hold back, and the barriers (`class.rs`).
+    sync: Class<*mut Node<T>>,
+    /// Entries that pass barriers.
+    asyn: Class<*mut Node<T>>,
+    /// Barrier entries (live or tombstones) in `sync`.
+    barriers: usize,
     /// Entries due at or before this (the last `now` seen) may use the lane.
     horizon: u64,
     /// The newest swept node: where the next sweep stops.
@@ -96,7 +97,8 @@ unsafe impl<T: Send> Send for DeliQueue<T> {}
 impl<T> fmt::Debug for DeliQueue<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeliQueue")
-            .field("heap", &self.heap.len())
+            .field("sync", &self.sync.len())
+            .field("async", &self.asyn.len())
             .field("tombstones", &self.tombstones)
             .field("live", &self.live)
             .field("limbo", &self.limbo.len())
@@ -115,8 +117,9 @@ impl<T> DeliQueue<T> {
     pub fn new() -> DeliQueue<T> {
         DeliQueue {
             shared: Arc::new(Shared::new()),
-            heap: MinHeap::new(),
-            lane: VecDeque::new(),
+            sync: Class::new(),
+            asyn: Class::new(),
+            barriers: 0,
             horizon: 0,
             marker: ptr::null_mut(),
             deferred: ptr::null_mut(),
@@ -146,40 +149,87 @@ impl<T> DeliQueue<T> {
     /// Like [`pop_due`](Self::pop_due) without looking for new pushes or
     /// cancellations first: for draining a batch after one
     /// [`maintain`](Self::maintain).
+    ///
+    /// While the earliest pending sync entry is a sync barrier
+    /// ([`Producer::push_barrier`]), only asynchronous items
+    /// ([`Push::asynchronous`](super::Push::asynchronous)) come out.
     pub fn pop_swept(&mut self, now: u64) -> Option<Popped<T>> {
+        self.pop_inner(now, true)
+    }
+
+    fn pop_inner(&mut self, now: u64, barriers: bool) -> Option<Popped<T>> {
         loop {
-            let (key, node, in_lane) = self.peek_entry()?;
+            let (key, node, slot) = self.peek_entry(barriers)?;
             if key.when > now {
                 return None;
             }
-            self.remove_entry(in_lane);
+            self.remove_entry(node, slot);
             if let Some(popped) = self.finish_heap_entry(node) {
                 return Some(popped);
             }
         }
     }
 
-    /// The smallest entry of the lane and the heap, and where it is.
+    /// The smallest entry that may come out, and where it is. With
+    /// `barriers`, a live barrier at the head of the sync class hides that
+    /// class (tombstone barriers there are cleared on the way).
     #[inline]
-    fn peek_entry(&self) -> Option<(Key, *mut Node<T>, bool)> {
-        match (self.lane.front(), self.heap.peek()) {
-            (Some(&(lk, ln)), Some(&(hk, hn))) => Some(if DefaultOrder::less(&hk, &lk) {
-                (hk, hn, false)
-            } else {
-                (lk, ln, true)
-            }),
-            (Some(&(k, n)), None) => Some((k, n, true)),
-            (None, Some(&(k, n))) => Some((k, n, false)),
-            (None, None) => None,
+    fn peek_entry(&mut self, barriers: bool) -> Option<(Key, *mut Node<T>, Slot)> {
+        let sync = if barriers {
+            self.sync_head()
+        } else {
+            self.sync.peek()
+        };
+        earlier(sync, self.asyn.peek())
+    }
+
+    /// The sync class's head unless a live barrier holds it.
+    #[inline]
+    fn sync_head(&mut self) -> Option<(Key, *mut Node<T>, bool)> {
+        self.sync_head_and_barrier().0
+    }
+
+    /// The sync class's head (unless a live barrier holds it) and the due
+    /// time of the barrier that holds it, if one does.
+    fn sync_head_and_barrier(&mut self) -> (Option<(Key, *mut Node<T>, bool)>, Option<u64>) {
+        loop {
+            let head = self.sync.peek();
+            let Some((key, node, in_lane)) = head else {
+                return (None, None);
+            };
+            if self.barriers == 0 {
+                return (head, None);
+            }
+            // SAFETY: class entries point at live nodes.
+            let n = unsafe { &*node };
+            if n.meta().flags & BARRIER == 0 {
+                return (head, None);
+            }
+            if n.is_queued() {
+                return (None, Some(key.when));
+            }
+            // A removed barrier: clear it and look again.
+            self.remove_entry(
+                node,
+                Slot {
+                    asynchronous: false,
+                    in_lane,
+                },
+            );
+            self.finish_heap_entry(node);
         }
     }
 
     #[inline]
-    fn remove_entry(&mut self, in_lane: bool) {
-        if in_lane {
-            self.lane.pop_front();
+    fn remove_entry(&mut self, node: *mut Node<T>, slot: Slot) {
+        if slot.asynchronous {
+            self.asyn.remove(slot.in_lane);
         } else {
-            self.heap.pop();
+            self.sync.remove(slot.in_lane);
+            // SAFETY: class entries point at live nodes.
+            if self.barriers > 0 && unsafe { (*node).meta() }.flags & BARRIER != 0 {
+                self.barriers -= 1;
+            }
         }
     }
 
@@ -192,12 +242,12 @@ impl<T> DeliQueue<T> {
     /// [`next_deadline`](Self::next_deadline) without looking for new pushes.
     pub fn peek_deadline(&mut self) -> Option<u64> {
         loop {
-            let (key, node, in_lane) = self.peek_entry()?;
-            // SAFETY: heap and lane entries point at live nodes.
+            let (key, node, slot) = self.peek_entry(true)?;
+            // SAFETY: class entries point at live nodes.
             if unsafe { (*node).is_queued() } {
                 return Some(key.when);
             }
-            self.remove_entry(in_lane);
+            self.remove_entry(node, slot);
             self.finish_heap_entry(node);
         }
     }
@@ -232,28 +282,32 @@ impl<T> DeliQueue<T> {
         self.shared.is_closed()
     }
 
-    /// Removes every pending item regardless of its due time, in
-    /// `(when, seq)` order. After [`close`](Self::close) this accounts for
+    /// Removes every pending item regardless of its due time or barriers
+    /// (barriers included), in `(when, seq)` order. After [`close`](Self::close) this accounts for
     /// every accepted item that was neither popped nor cancelled.
     pub fn drain(&mut self) -> Vec<Popped<T>> {
         self.maintain();
         let mut out = Vec::with_capacity(self.live);
-        while let Some(popped) = self.pop_swept(u64::MAX) {
+        while let Some(popped) = self.pop_inner(u64::MAX, false) {
             out.push(popped);
         }
         out
     }
 
     /// Announces that the consumer is about to sleep until `deadline`.
-    /// Returns `false` if a push arrived meanwhile or the queue is closed
-    /// (then do not sleep: the queue is back to awake). After a `true`, sleep, then call
+    /// Returns `false` if a push or a cancellation arrived meanwhile or the
+    /// queue is closed (then do not sleep: the queue is back to awake).
+    /// While a sync barrier holds items back, pushes of items it holds do
+    /// not report a wake. After a `true`, sleep, then call
     /// [`wake`](Self::wake). Pushes due before `deadline` report
     /// [`Pushed::wake`](super::Pushed::wake) to exactly one producer.
     pub fn prepare_sleep(&mut self, deadline: Option<u64>) -> bool {
-        self.shared.wait.sleep(deadline);
+        let held = self.sync_head_and_barrier().1;
+        self.shared.wait.sleep(deadline, held);
         // A push or a close since the last sweep changed `top` (the marker
-        // never carries the CLOSED bit).
-        if self.shared.top_latest() != self.marker {
+        // never carries the CLOSED bit); a cancel (a removed barrier may
+        // release held items) is on the free list.
+        if self.shared.top_latest() != self.marker || !self.shared.free_latest().is_null() {
             self.shared.wait.wake();
             return false;
         }
@@ -279,8 +333,7 @@ impl<T> DeliQueue<T> {
         let freed = self.shared.free.swap(ptr::null_mut(), Ordering::Acquire);
         self.sweep();
         self.process_free(freed);
-        if self.tombstones >= COMPACT_MIN && self.tombstones * 2 > self.heap.len() + self.lane.len()
-        {
+        if self.tombstones >= COMPACT_MIN && self.tombstones * 2 > self.heap_len() {
             self.compact();
         }
         if self.limbo.len() > 0 {
@@ -319,7 +372,7 @@ impl<T> DeliQueue<T> {
     /// Heap entries, tombstones included.
     #[doc(hidden)]
     pub fn heap_len(&self) -> usize {
-        self.heap.len() + self.lane.len()
+        self.sync.len() + self.asyn.len()
     }
 
     fn sweep(&mut self) {
@@ -369,14 +422,12 @@ impl<T> DeliQueue<T> {
                 when: meta.when,
                 seq,
             };
-            let in_order = self
-                .lane
-                .back()
-                .is_none_or(|(back, _)| !DefaultOrder::less(&key, back));
-            if meta.when <= self.horizon.saturating_add(LANE_SLACK) && in_order {
-                self.lane.push_back((key, node));
+            let lane_ok = meta.when <= self.horizon.saturating_add(LANE_SLACK);
+            if meta.flags & PASSES != 0 {
+                self.asyn.push(key, node, lane_ok);
             } else {
-                self.heap.push(key, node);
+                self.barriers += usize::from(meta.flags & BARRIER != 0);
+                self.sync.push(key, node, lane_ok);
             }
             self.live += 1;
             if node == top {
@@ -527,16 +578,20 @@ impl<T> DeliQueue<T> {
         super::probe_hit!(COMPACTIONS);
         let mut dropped = Vec::new();
         let mut keep = |node: *mut Node<T>| {
-            // SAFETY: heap and lane entries point at live nodes.
+            // SAFETY: class entries point at live nodes.
             let keep = unsafe { (*node).is_queued() };
             if !keep {
                 dropped.push(node);
             }
             keep
         };
-        self.heap.retain(|_, &node| keep(node));
-        self.lane.retain(|&(_, node)| keep(node));
+        self.sync.retain(&mut keep);
+        self.asyn.retain(&mut keep);
         for node in dropped {
+            // SAFETY: as above.
+            if unsafe { (*node).meta() }.flags & BARRIER != 0 {
+                self.barriers -= 1;
+            }
             self.finish_heap_entry(node);
         }
     }

@@ -19,6 +19,14 @@
 //! FIFO among equal `when` needs no shared counter. Front pushes get
 //! `when = 0` and a decreasing negative `seq`: LIFO among themselves.
 //!
+//! **Sync barriers** (`class.rs`). The consumer keeps two classes of entries,
+//! each a heap plus a lane of already-due entries: *sync* entries and
+//! barriers, and *async* entries ([`Push::asynchronous`]). They merge into
+//! one `(when, seq)` order, except that while the earliest sync entry is a
+//! live barrier ([`Producer::push_barrier`]) the sync class yields nothing.
+//! Removing a barrier is cancelling its ticket; [`Producer::nudge`] then
+//! wakes a sleeping consumer to release what it held.
+//!
 //! **Tombstones.** A node's state word (`node.rs`) leaves QUEUED exactly
 //! once: to TAKEN by the consumer or to REMOVED by a canceller (a [`Ticket`]
 //! or a predicate walker). The canceller that wins pushes the node on the
@@ -131,6 +139,7 @@ macro_rules! probe_hit {
 pub(crate) use probe_hit;
 
 mod alloc;
+mod class;
 mod consumer;
 mod gate;
 pub mod heap;

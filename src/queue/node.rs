@@ -60,6 +60,10 @@ pub(crate) const TICKET: usize = 0b1000;
 pub(crate) const FRONT: u32 = 1;
 /// `flags`: the item carries a tag.
 pub(crate) const HAS_TAG: u32 = 2;
+/// `flags`: the item passes sync barriers (see [`super::Push::asynchronous`]).
+pub(crate) const PASSES: u32 = 4;
+/// `flags`: the item is a sync barrier (see [`super::Producer::push_barrier`]).
+pub(crate) const BARRIER: u32 = 8;
 /// `flags`: user flag bits start here (see [`super::Push::flags`]).
 pub(crate) const USER_SHIFT: u32 = 8;
 

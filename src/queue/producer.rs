@@ -4,8 +4,11 @@
 use std::fmt;
 use std::ptr::NonNull;
 
-use super::node::{Node, FRONT, HAS_TAG, LIFE_MASK, QUEUED, REMOVED, RETIRED, TICKET, USER_SHIFT};
+use super::node::{
+    Node, BARRIER, FRONT, HAS_TAG, LIFE_MASK, PASSES, QUEUED, REMOVED, RETIRED, TICKET, USER_SHIFT,
+};
 use super::shared::Shared;
+use super::wait::WakeKind;
 use crate::sync::{Arc, Ordering};
 
 /// Where and how an item is pushed: its due time, an optional tag, user
@@ -23,6 +26,8 @@ pub struct Push {
     tag: Option<u64>,
     flags: u8,
     front: bool,
+    asynchronous: bool,
+    barrier: bool,
 }
 
 impl Push {
@@ -50,6 +55,13 @@ impl Push {
         self
     }
 
+    /// Marks the item asynchronous: sync barriers do not hold it back
+    /// (Android's `Message.setAsynchronous`). See [`Producer::push_barrier`].
+    pub fn asynchronous(mut self) -> Push {
+        self.asynchronous = true;
+        self
+    }
+
     /// Attaches eight user flag bits, visible to predicates and to the
     /// consumer.
     pub fn flags(mut self, flags: u8) -> Push {
@@ -69,6 +81,8 @@ impl Push {
     fn node_flags(&self) -> u32 {
         (self.front as u32 * FRONT)
             | (self.tag.is_some() as u32 * HAS_TAG)
+            | (self.asynchronous as u32 * PASSES)
+            | (self.barrier as u32 * BARRIER)
             | ((self.flags as u32) << USER_SHIFT)
     }
 }
@@ -110,6 +124,16 @@ impl ItemInfo {
     /// Whether it was pushed to the front.
     pub fn is_front(&self) -> bool {
         self.flags & FRONT != 0
+    }
+
+    /// Whether it passes sync barriers ([`Push::asynchronous`]).
+    pub fn is_asynchronous(&self) -> bool {
+        self.flags & PASSES != 0
+    }
+
+    /// Whether it is a sync barrier ([`Producer::push_barrier`]).
+    pub fn is_barrier(&self) -> bool {
+        self.flags & BARRIER != 0
     }
 
     pub(crate) fn of<T>(node: &Node<T>) -> ItemInfo {
@@ -244,6 +268,53 @@ impl<T> Producer<T> {
         ))
     }
 
+    /// Pushes a **sync barrier** due at `when`, carrying `item`. Once it is
+    /// the earliest pending sync entry (everything due before it has come
+    /// out), no sync item comes out of [`DeliQueue::pop_due`] until the
+    /// barrier is removed; asynchronous items ([`Push::asynchronous`]) still
+    /// do, in order. A barrier is never popped: remove it with
+    /// [`Ticket::cancel`] and then call [`nudge`](Self::nudge), so a
+    /// sleeping consumer wakes to release what it held. [`DeliQueue::drain`]
+    /// returns barriers too ([`ItemInfo::is_barrier`]).
+    ///
+    /// While a barrier holds sync items back, pushing more of them reports
+    /// no wake: the consumer could not run them anyway.
+    ///
+    /// # Errors
+    /// [`Closed`] with the item if the queue was closed.
+    ///
+    /// ```
+    /// use deliloop::queue::{DeliQueue, Push};
+    ///
+    /// let mut q = DeliQueue::new();
+    /// let p = q.producer();
+    /// let (barrier, _) = p.push_barrier("barrier", 5).unwrap();
+    /// let _ = p.push("held", 6).unwrap();
+    /// let _ = p.push_with("vsync", Push::at(7).asynchronous()).unwrap();
+    /// assert_eq!(q.pop_due(10).map(|e| e.item), Some("vsync"));
+    /// assert!(q.pop_due(10).is_none());           // "held" waits
+    /// assert!(barrier.cancel());
+    /// let _ = p.nudge();
+    /// assert_eq!(q.pop_due(10).map(|e| e.item), Some("held"));
+    /// ```
+    ///
+    /// [`DeliQueue::pop_due`]: super::DeliQueue::pop_due
+    /// [`DeliQueue::drain`]: super::DeliQueue::drain
+    pub fn push_barrier(&self, item: T, when: u64) -> Result<(Ticket<T>, Pushed), Closed<T>> {
+        let mut opts = Push::at(when);
+        opts.barrier = true;
+        self.push_cancellable(item, opts)
+    }
+
+    /// Asks a sleeping consumer to look at the queue again, for example
+    /// after removing a barrier with its ticket. [`Pushed::wake`] is true if
+    /// the caller must wake it (at most one caller per sleep is told so).
+    pub fn nudge(&self) -> Pushed {
+        Pushed {
+            wake: self.shared.wait.needs_wake_any(),
+        }
+    }
+
     fn push_node(
         &self,
         item: T,
@@ -269,7 +340,13 @@ impl<T> Producer<T> {
             };
             return Err(Closed(item));
         }
-        let wake = self.shared.wait.needs_wake(when);
+        let kind = if opts.asynchronous || opts.front {
+            WakeKind::Passes
+        } else {
+            WakeKind::Sync
+        };
+        // A barrier brings no work: it never needs the consumer awake.
+        let wake = !opts.barrier && self.shared.wait.needs_wake(when, kind);
         // SAFETY: `Node::alloc` never returns null.
         Ok((unsafe { NonNull::new_unchecked(node) }, Pushed { wake }))
     }
@@ -347,7 +424,7 @@ impl<T> Producer<T> {
     /// ```
     pub fn close(&self) -> Option<Pushed> {
         self.shared.close().then(|| Pushed {
-            wake: self.shared.wait.needs_wake(0),
+            wake: self.shared.wait.needs_wake_any(),
         })
     }
 

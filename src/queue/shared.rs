@@ -101,6 +101,22 @@ impl<T> Shared<T> {
         }
     }
 
+    /// Reads `free` with an RMW, so the value is the latest in its
+    /// modification order: a consumer about to sleep sees a cancellation
+    /// made before the canceller looked at the wait word.
+    pub(crate) fn free_latest(&self) -> *mut Node<T> {
+        let mut cur = self.free.load(Ordering::Acquire);
+        loop {
+            match self
+                .free
+                .compare_exchange_weak(cur, cur, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(v) => return v,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
     /// Sets the CLOSED bit; returns whether this call set it.
     pub(crate) fn close(&self) -> bool {
         let mut cur = self.top.load(Ordering::Acquire);
@@ -137,9 +153,12 @@ impl<T> Shared<T> {
                 (*node).check_alive();
                 (*node).free_next.with_mut(|p| *p = head);
             }
+            // AcqRel, not just Release: a canceller then reads the wait
+            // word (`Producer::nudge`), and must see a sleep announced
+            // before the consumer's RMW re-read of `free` (`wait.rs`).
             match self
                 .free
-                .compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
+                .compare_exchange_weak(head, node, Ordering::AcqRel, Ordering::Relaxed)
             {
                 Ok(_) => return,
                 Err(actual) => head = actual,
