@@ -24,6 +24,9 @@ const LANE_SLACK: u64 = 1_000_000;
 /// entries) are tombstones.
 const COMPACT_MIN: usize = if cfg!(loom) { 2 } else { 32 };
 
+/// A class's head: its key, node, and whether it is in the lane.
+type Head<T> = (Key, *mut Node<T>, bool);
+
 /// An item popped from the queue, with what it was pushed with.
 #[derive(Debug)]
 pub struct Popped<T> {
@@ -185,13 +188,13 @@ impl<T> DeliQueue<T> {
 
     /// The sync class's head unless a live barrier holds it.
     #[inline]
-    fn sync_head(&mut self) -> Option<(Key, *mut Node<T>, bool)> {
+    fn sync_head(&mut self) -> Option<Head<T>> {
         self.sync_head_and_barrier().0
     }
 
     /// The sync class's head (unless a live barrier holds it) and the due
     /// time of the barrier that holds it, if one does.
-    fn sync_head_and_barrier(&mut self) -> (Option<(Key, *mut Node<T>, bool)>, Option<u64>) {
+    fn sync_head_and_barrier(&mut self) -> (Option<Head<T>>, Option<u64>) {
         loop {
             let head = self.sync.peek();
             let Some((key, node, in_lane)) = head else {
