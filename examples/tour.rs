@@ -86,7 +86,48 @@ fn main() {
         h.remove(Tag(7))
     );
 
-    // 6. a producer thread posting, like Android's Handler; then quit_safely.
+    // 6. a sync barrier: ordinary messages wait, asynchronous ones (vsync
+    //    work) go through; removing the barrier releases the rest in order.
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let token = h.post_sync_barrier().unwrap();
+    for (name, asynchronous) in [("layout", false), ("vsync", true), ("input", false)] {
+        let order = order.clone();
+        let msg = h.message(move || order.lock().unwrap().push(name));
+        if asynchronous {
+            msg.asynchronous()
+        } else {
+            msg
+        }
+        .post()
+        .unwrap();
+    }
+    while looper.dispatch_ready().dispatched > 0 {}
+    let behind = order.lock().unwrap().clone();
+    h.remove_sync_barrier(token).unwrap();
+    while looper.dispatch_ready().dispatched > 0 {}
+    println!(
+        "[{}] sync barrier        -> ran {:?} behind it, then {:?}",
+        t(),
+        behind,
+        order.lock().unwrap()[behind.len()..].to_vec()
+    );
+
+    // 7. run_sync: another thread runs a closure on the loop and waits for
+    //    its result (it may borrow from that thread's stack).
+    let asker = {
+        let h = h.clone();
+        thread::spawn(move || {
+            let question = String::from("which thread?");
+            h.run_sync(|| format!("{question} {:?}", thread::current().name()))
+                .unwrap()
+        })
+    };
+    while !asker.is_finished() {
+        looper.turn(Some(Duration::from_millis(10)));
+    }
+    println!("[{}] run_sync            -> {}", t(), asker.join().unwrap());
+
+    // 8. a producer thread posting, like Android's Handler; then quit_safely.
     let ran = Arc::new(AtomicUsize::new(0));
     let producer = {
         let (h, ran) = (h.clone(), ran.clone());

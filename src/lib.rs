@@ -24,8 +24,8 @@ pub mod time;
 
 pub use error::PostError;
 pub use runtime::{
-    block_on, spawn, spawn_local, Builder, Handle, Looper, MessageBuilder, MessageId, MessageInfo,
-    Tag, Task, Turn, DEFAULT_BUDGET,
+    block_on, spawn, spawn_local, BarrierToken, Builder, Handle, IdleId, Looper, MessageBuilder,
+    MessageId, MessageInfo, Printer, Tag, Task, Turn, UnknownBarrier, DEFAULT_BUDGET,
 };
 
 /// The README's code blocks, compiled and run as doctests.

@@ -91,6 +91,9 @@ pub struct DeliQueue<T> {
     returned_len: usize,
     /// Cancelled payloads, dropped once the structure is consistent.
     to_drop: Vec<T>,
+    /// Set by `Drop`: keep cancelled payloads until the structure is handed
+    /// over, so a panicking destructor cannot skip the hand-over.
+    hold_drops: bool,
 }
 
 // SAFETY: the consumer may move to another thread with its items (`T: Send`);
@@ -133,6 +136,7 @@ impl<T> DeliQueue<T> {
             limbo: Limbo::new(),
             returned_len: 0,
             to_drop: Vec::new(),
+            hold_drops: false,
         }
     }
 
@@ -342,7 +346,7 @@ impl<T> DeliQueue<T> {
         if self.limbo.len() > 0 {
             self.reclaim();
         }
-        if !self.to_drop.is_empty() {
+        if !self.to_drop.is_empty() && !self.hold_drops {
             self.to_drop.clear();
         }
     }
@@ -359,10 +363,12 @@ impl<T> DeliQueue<T> {
     }
 
     /// Nodes retired but not yet freed, because a walker may still stand on
-    /// them. At most `1024` while no walker is inside
-    /// [`Producer::remove_where`] or [`Producer::any`]; while one is, it
-    /// grows by what the consumer retires meanwhile (the consumer never
-    /// waits for a walker). See [`limbo_peak`](Self::limbo_peak).
+    /// them. It exceeds `1024` only while a walker is inside
+    /// [`Producer::remove_where`] or [`Producer::any`] (it grows by what the
+    /// consumer retires meanwhile: the consumer never waits for a walker),
+    /// and after the last one leaves only until the consumer's next
+    /// retirement or [`maintain`](Self::maintain). See
+    /// [`limbo_peak`](Self::limbo_peak).
     pub fn limbo_len(&self) -> usize {
         self.limbo.len()
     }
@@ -523,6 +529,7 @@ impl<T> DeliQueue<T> {
         // newer node; `prev`/`local` are consumer-only, `next` is atomic.
         unsafe {
             (*node).check_alive();
+            debug_assert!((*node).local() & LIST_DONE == 0, "unlinked twice");
             let prev = (*node).prev.with(|p| *p);
             let next = (*node).next(Ordering::Acquire);
             (*prev).check_alive();
@@ -569,7 +576,8 @@ impl<T> DeliQueue<T> {
     }
 
     /// Puts a retired node in limbo; reclaims at once (without waiting) when
-    /// limbo reaches its bound, so a long batch cannot pile nodes up.
+    /// limbo is over its bound or a grace period is pending, so a long batch
+    /// cannot pile nodes up.
     #[inline]
     fn send_to_limbo(&mut self, node: *mut Node<T>) {
         if self.limbo.push(node) {
@@ -602,6 +610,7 @@ impl<T> DeliQueue<T> {
 
 impl<T> Drop for DeliQueue<T> {
     fn drop(&mut self) {
+        self.hold_drops = true;
         self.shared.close();
         let items = self.drain();
         // Drop the payloads after the structure is settled, so a panicking
@@ -624,7 +633,8 @@ impl<T> Drop for DeliQueue<T> {
         self.shared
             .orphans
             .with_mut(|p| unsafe { (*p).extend(orphans) });
-        drop(items);
-        drop(to_drop);
+        // Dropped together: if one payload's destructor panics, the rest
+        // are still dropped while unwinding.
+        let _payloads = (items, to_drop);
     }
 }

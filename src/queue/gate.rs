@@ -21,7 +21,10 @@
 //! `readers[old parity]`, and its decrement (Release) comes after its last
 //! read of a node. A walker whose RMW read the flipped epoch synchronises
 //! with the flip, so it sees every unlink made before the flip and cannot
-//! reach the pending nodes. No SeqCst is needed: every decision rests on RMWs.
+//! reach the pending nodes. No SeqCst is needed: every write to `epoch` is
+//! an RMW, so the flip reads from (and synchronises with) a registered
+//! walker's `fetch_add(0)`, and the consumer's plain Acquire load of
+//! `readers` then sees that walker's increment.
 //!
 //! # The consumer never waits
 //!
@@ -33,19 +36,24 @@
 //! limbo is unbounded *only* by walkers:
 //!
 //! * **No walker registered:** every reclaim empties limbo. The consumer
-//!   reclaims in `maintain` and, from the retiring path, as soon as
-//!   `current` reaches [`LIMBO_MAX`] (so a `drain`, a compaction or a long
-//!   `pop_swept` batch, which can retire many nodes between two maintains,
-//!   cannot pile them up). So limbo never holds more than [`LIMBO_MAX`]
-//!   nodes while no walker is registered.
-//! * **A walker registered:** limbo holds at most what the consumer retires
-//!   while that walker stays registered (plus the bound above); once it
-//!   leaves, the next reclaim frees it all. [`Limbo::peak`] records the
-//!   largest size seen, for `Stats`.
+//!   reclaims in `maintain` and, from the retiring path, whenever `current`
+//!   holds [`LIMBO_MAX`] nodes or more or a grace period is pending (so a
+//!   `drain`, a compaction or a long `pop_swept` batch, which can retire
+//!   many nodes between two maintains, cannot pile them up).
+//! * **Walkers registered:** limbo grows by what the consumer retires while
+//!   walkers of the pending grace period stay registered (overlapping
+//!   walkers of later periods hand the pin on to the next period).
 //!
-//! Liveness of walkers: `enter` retries only when the consumer flipped the
-//! epoch between its load and its RMW, and the consumer flips at most once
-//! per grace period, so a walker gets in after finitely many flips.
+//! So limbo exceeds [`LIMBO_MAX`] only while a walker is registered, and
+//! after the last one leaves only until the consumer's next retirement or
+//! `maintain`, which frees it all. (A walker backing out of `enter` can
+//! raise a reader count for a moment; a reclaim that sees it returns, and
+//! the next retirement looks again.) [`Limbo::peak`] records the largest
+//! size seen, for `Stats`.
+//!
+//! Walkers are lock-free, not wait-free: `enter` retries only when the
+//! consumer flipped the epoch between its load and its RMW, which means
+//! the consumer made progress.
 
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -113,14 +121,14 @@ impl<P> Limbo<P> {
         }
     }
 
-    /// Adds a retired node. Returns true each time `current` reaches a
-    /// multiple of [`LIMBO_MAX`]: the caller should [`reclaim`](Self::reclaim)
-    /// now (while a walker pins limbo, that is one look per `LIMBO_MAX`
-    /// retirements, not one per retirement).
+    /// Adds a retired node. Returns true when the caller should
+    /// [`reclaim`](Self::reclaim) now: `current` holds [`LIMBO_MAX`] or
+    /// more, or a grace period is pending (then a reclaim is one load of a
+    /// reader count, and frees everything as soon as the walkers left).
     #[inline]
     pub(crate) fn push(&mut self, p: P) -> bool {
         self.current.push(p);
-        self.current.len() % LIMBO_MAX == 0
+        self.current.len() >= LIMBO_MAX || !self.pending.is_empty()
     }
 
     pub(crate) fn len(&self) -> usize {

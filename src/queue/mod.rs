@@ -7,8 +7,10 @@
 //! Two structures with one owner each (after Android 17's `MessageQueue`):
 //!
 //! 1. **A Treiber stack** (`shared.rs`) that any thread pushes onto with one
-//!    CAS. Producers never dereference other nodes and never pop, so pushing
-//!    is ABA-free.
+//!    CAS. Producers never dereference other nodes and never pop, so a push
+//!    whose CAS succeeds against a reused address is still right: it links
+//!    to the node now at that address (only provenance needs care:
+//!    `node.rs`).
 //! 2. **A binary min-heap** (`heap.rs`) that only the consumer touches,
 //!    ordered by `(when, seq)`.
 //!
@@ -37,13 +39,14 @@
 //!
 //! **Walkers** (`remove_where`, `any`) go from the top along `next`. When the
 //! consumer unlinks a node it rewrites only the neighbours, never the node's
-//! own `next`, so a walker standing on it still reaches live nodes.
+//! own `next`, so a walker standing on it still reaches live nodes (perhaps
+//! through further unlinked, not yet freed, ones).
 //!
 //! **Reclamation** (`gate.rs`). Only the consumer frees nodes. Unlinked
 //! nodes wait in limbo until a two-counter grace period shows no walker
 //! can hold them. The consumer never waits for a walker: while one is
 //! registered, limbo grows (see [`DeliQueue::limbo_len`]) instead of the
-//! loop stalling; with none, limbo never holds more than 1024 nodes. A node
+//! loop stalling; the exact bound is in `gate.rs`. A node
 //! with a live [`Ticket`] is retired but not freed; its last ticket hands it
 //! back through the free list. Freed node memory is recycled (`alloc.rs`):
 //! per-thread magazines, refilled from a stack that only the consumer
@@ -51,8 +54,8 @@
 //!
 //! **Waking** (`wait.rs`). One wait word says "awake" or "asleep until D".
 //! A push reports [`Pushed::wake`] only if the consumer sleeps past the new
-//! item's `when`, and only one push per sleep does. A close reports it too
-//! if the consumer sleeps at all.
+//! item's `when`, and only one push (or close, or nudge) per sleep does: a
+//! close reports it if the consumer sleeps and no one woke it yet.
 //!
 //! **Closing.** Bit 0 of the top pointer: after [`DeliQueue::close`] every
 //! push fails with [`Closed`] holding its item, and everything accepted
@@ -91,8 +94,11 @@
 //! it for both neighbours, and leaves `N`'s own `next` and `prev` as they
 //! were, so a walker standing on `N` still reaches the live node below. The
 //! marker is never unlinked (the next sweep stops at it); a finished marker
-//! is deferred and unlinked right after the next sweep, when it has a
-//! `prev` again.
+//! is deferred and unlinked right after the next sweep that finds a new
+//! push, when it has a `prev` again (if none comes, it goes to the orphans
+//! when the queue is dropped). `unlink` also relies on never being called
+//! twice for a node (`LIST_DONE`, checked in debug builds) nor for the
+//! marker.
 //!
 //! # Invariants
 //!

@@ -10,7 +10,7 @@
 //! | `free_next` | the one thread that pushes the node on the free list, before its CAS; the consumer when the dead node is on the `returned` stack (`alloc.rs`) | consumer after `swap`; the producer that took the `returned` chain |
 //! | `prev`, `local` | consumer only                           | consumer only                 |
 //! | `meta` (`when`, `tag`, `flags`) | producer before publishing; then immutable | anyone |
-//! | `payload`   | producer before publishing; consumer after it wins the node | —               |
+//! | `payload`   | producer before publishing; then moved out once: by the consumer after it wins the node or processes a tombstone, or, for a tombstone that reached the free list after the queue was dropped, by the thread dropping the last handle (`Shared::drop`) | —               |
 //!
 //! Every field is in a [`crate::sync`] cell or atomic, so under loom each
 //! access is checked against the node's whole life, recycling included.
@@ -37,9 +37,10 @@
 //! names the live node on top. The same holds for `free_next` and the free
 //! list. The structure is right (the address is the right one), the
 //! provenance is not. So every node's provenance is exposed when it is
-//! made ([`Node::alloc`]), and every pointer read back from `next` or
-//! `free_next` is rebuilt from its address with [`link`], which picks up the
-//! exposed provenance of the live allocation at that address. The queue's
+//! made ([`Node::alloc`]), and every pointer read back from `next`,
+//! `free_next` or `top` (a closer's CAS stores back the `top` it loaded) is
+//! rebuilt from its address with [`link`], which picks up the exposed
+//! provenance of the live allocation at that address. The queue's
 //! tests therefore run under Miri's permissive provenance (with address
 //! reuse turned up, so the case occurs), not `-Zmiri-strict-provenance`.
 
@@ -128,9 +129,10 @@ impl<T> Node<T> {
         let meta = Meta { when, tag, flags };
         let state = QUEUED | (tickets * TICKET);
         if cfg!(loom) && recycled {
-            // SAFETY: a dead node of this type that this thread now owns
-            // (under loom recycled blocks never change type); writing through
-            // its cells keeps loom's history of every field.
+            // SAFETY: a dead node that this thread now owns. Magazines are
+            // keyed by layout only, so under loom this relies on each model
+            // using one payload type per layout; writing through the cells
+            // keeps loom's history of every field.
             unsafe { (*node).reinit(item, meta, state) };
         } else {
             let value = Node {

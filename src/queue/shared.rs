@@ -6,7 +6,9 @@
 //! * `top` is a Treiber stack of every node not yet unlinked, newest first.
 //!   Producers fill a node, set its `next` to the observed top and CAS it in
 //!   (AcqRel). They never dereference other nodes and never pop, so the push
-//!   is ABA-free. Bit 0 of `top` is CLOSED: once set, the CAS of every later
+//!   is safe under ABA: a CAS that succeeds against a reused address links
+//!   the new node to the node now at that address, which is the right one
+//!   (only provenance needs care, `node.rs`). Bit 0 of `top` is CLOSED: once set, the CAS of every later
 //!   push fails, and the pusher gets its item back. Every write to `top` is an
 //!   RMW, so an Acquire load of `top` synchronises with every push below it.
 //! * `free` is a second Treiber stack, linked through `free_next`, of nodes
@@ -80,8 +82,12 @@ impl<T> Shared<T> {
     }
 
     /// The newest node, without the CLOSED bit.
+    ///
+    /// Rebuilt from its address like every link (`node.rs`): a closer's CAS
+    /// stores back the pointer it loaded, which may carry the provenance of
+    /// a freed node whose address the node now on top reuses.
     pub(crate) fn top(&self) -> *mut Node<T> {
-        self.top.load(Ordering::Acquire).map_addr(|a| a & !CLOSED)
+        super::node::link(self.top.load(Ordering::Acquire).map_addr(|a| a & !CLOSED))
     }
 
     /// Reads `top` with an RMW, so the value is the latest in its

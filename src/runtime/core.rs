@@ -11,6 +11,7 @@ use async_task::Runnable;
 use slab::Slab;
 
 use super::builder::Builder;
+use super::idle::{IdleHandlers, Printer};
 use super::message::Entry;
 use super::park::Parker;
 use super::remote::Remote;
@@ -37,6 +38,17 @@ pub(crate) struct Core {
     /// `dispatch_ready` left the loop announced asleep for a host that
     /// waits on the epoll fd; undo that before running again.
     pub(crate) host_armed: Cell<bool>,
+    /// `quit()` was called on the loop thread: run nothing more.
+    pub(crate) stop: Cell<bool>,
+    /// A front post was made on the loop thread during this batch.
+    pub(crate) front_posted: Cell<bool>,
+    /// Idle handlers (`idle.rs`).
+    pub(crate) idle: RefCell<IdleHandlers>,
+    /// The idle handlers ran in this idle period.
+    pub(crate) idle_ran: Cell<bool>,
+    /// Message logging (`Looper::set_message_logging`).
+    pub(crate) printer: RefCell<Option<Printer>>,
+    pub(crate) logging: Cell<bool>,
 }
 
 impl Core {
@@ -59,6 +71,12 @@ impl Core {
             counters: Counters::default(),
             quit_done: Cell::new(false),
             host_armed: Cell::new(false),
+            stop: Cell::new(false),
+            front_posted: Cell::new(false),
+            idle: RefCell::new(IdleHandlers::default()),
+            idle_ran: Cell::new(false),
+            printer: RefCell::new(None),
+            logging: Cell::new(false),
         }
     }
 

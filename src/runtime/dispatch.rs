@@ -1,11 +1,22 @@
 //! Dispatch: running what is due, up to the turn's budget.
+//!
+//! Within a batch, two things are looked at after every entry, both plain
+//! `Cell`s (no atomic per entry):
+//!
+//! * `stop`: `quit()` was called from the entry that just ran; nothing
+//!   else runs (Android: "terminate without processing any more messages").
+//! * `front_posted`: the entry posted to the front of its own loop; the
+//!   queue is swept again so that post runs next, ahead of entries already
+//!   due. Every other post the entry made is swept with it and takes its
+//!   `(when, seq)` place, exactly as if it came from another thread.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
 
 use super::core::Core;
 use super::message::Entry;
+use crate::queue::ItemInfo;
 use crate::stats::Counters;
+use crate::sync::Ordering;
 
 impl Core {
     /// Runs ready work: up to `budget` task polls from the local lane
@@ -14,27 +25,45 @@ impl Core {
     /// every turn.
     pub(crate) fn dispatch(&self) -> usize {
         let mut done = 0;
-        while done < self.budget {
+        while done < self.budget && !self.stop.get() {
             let Some(runnable) = self.local.borrow_mut().pop_front() else {
                 break;
             };
             Counters::bump(&self.counters.tasks_polled);
+            self.log_start("task", None);
             runnable.run();
+            self.log_end("task", None);
             done += 1;
         }
+        if self.stop.get() {
+            return done;
+        }
         let now = self.now_ticks();
+        self.front_posted.set(false);
         self.queue.borrow_mut().maintain_at(now);
         for _ in 0..self.budget {
             let Some(popped) = self.queue.borrow_mut().pop_swept(now) else {
                 break;
             };
-            self.run_entry(popped.item);
+            self.run_entry(popped.item, Some(&popped.info));
             done += 1;
+            if self.stop.get() {
+                break;
+            }
+            if self.front_posted.replace(false) {
+                self.queue.borrow_mut().maintain_at(now);
+            }
+        }
+        if done > 0 {
+            self.idle_ran.set(false);
         }
         done
     }
 
-    pub(crate) fn run_entry(&self, entry: Entry) {
+    pub(crate) fn run_entry(&self, entry: Entry, info: Option<&ItemInfo>) {
+        let kind = entry.kind();
+        let tag = info.and_then(|i| i.tag());
+        self.log_start(kind, tag);
         match entry {
             Entry::Task(runnable) => {
                 Counters::bump(&self.counters.tasks_polled);
@@ -51,7 +80,46 @@ impl Core {
                     Counters::bump(&self.counters.message_panics);
                 }
             }
-            Entry::WakeMain => {}
+            Entry::Job(job) => {
+                // `run_sync` catches the closure's panic for its caller.
+                Counters::bump(&self.counters.messages_run);
+                job();
+            }
+            Entry::WakeMain | Entry::Barrier => {}
+        }
+        self.log_end(kind, tag);
+    }
+
+    /// With message logging on, prints Android's ">>>>> Dispatching to"
+    /// line. The printer is taken out while it runs, so it may replace
+    /// itself.
+    #[inline]
+    fn log_start(&self, kind: &str, tag: Option<u64>) {
+        if self.logging.get() {
+            self.log(">>>>> Dispatching to", kind, tag);
+        }
+    }
+
+    #[inline]
+    fn log_end(&self, kind: &str, tag: Option<u64>) {
+        if self.logging.get() {
+            self.log("<<<<< Finished to", kind, tag);
+        }
+    }
+
+    #[cold]
+    fn log(&self, what: &str, kind: &str, tag: Option<u64>) {
+        let Some(mut printer) = self.printer.borrow_mut().take() else {
+            return;
+        };
+        let line = match tag {
+            Some(t) => format!("{what} Looper({}) {kind} tag={t}", self.remote.id),
+            None => format!("{what} Looper({}) {kind}", self.remote.id),
+        };
+        printer(&line);
+        let mut slot = self.printer.borrow_mut();
+        if slot.is_none() && self.logging.get() {
+            *slot = Some(printer);
         }
     }
 }

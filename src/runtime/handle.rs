@@ -33,12 +33,15 @@ use crate::time::Sleep;
 #[derive(Clone)]
 pub struct Handle {
     pub(crate) remote: Arc<Remote>,
+    /// Every message this handle posts is asynchronous.
+    pub(crate) asynchronous: bool,
 }
 
 impl fmt::Debug for Handle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Handle")
             .field("looper", &self.remote.id)
+            .field("asynchronous", &self.asynchronous)
             .finish()
     }
 }
@@ -134,7 +137,7 @@ impl Handle {
     /// looper.run();
     /// ```
     pub fn post<F: FnOnce() + Send + 'static>(&self, f: F) -> Result<MessageId, PostError<F>> {
-        self.post_message(f, When::Now, None, 0)
+        self.post_message(f, When::Now, None, self.asynchronous)
     }
 
     /// Posts a closure to run `delay` from now (saturating).
@@ -157,7 +160,7 @@ impl Handle {
         delay: Duration,
         f: F,
     ) -> Result<MessageId, PostError<F>> {
-        self.post_message(f, When::Delay(delay), None, 0)
+        self.post_message(f, When::Delay(delay), None, self.asynchronous)
     }
 
     /// Posts a closure to run at `when` (the past means now).
@@ -180,7 +183,7 @@ impl Handle {
         when: Instant,
         f: F,
     ) -> Result<MessageId, PostError<F>> {
-        self.post_message(f, When::At(when), None, 0)
+        self.post_message(f, When::At(when), None, self.asynchronous)
     }
 
     /// Posts a closure before everything already queued; among front posts
@@ -209,7 +212,7 @@ impl Handle {
         &self,
         f: F,
     ) -> Result<MessageId, PostError<F>> {
-        self.post_message(f, When::Front, None, 0)
+        self.post_message(f, When::Front, None, self.asynchronous)
     }
 
     /// Starts building a message with a tag, delay, due time or the
@@ -224,24 +227,52 @@ impl Handle {
         }
     }
 
+    /// A handle to the same looper whose every message is asynchronous
+    /// (Android's `Handler.createAsync`): sync barriers do not hold them
+    /// back.
+    ///
+    /// ```
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// let h = looper.handle();
+    /// let _barrier = h.post_sync_barrier().unwrap();
+    /// h.post(|| unreachable!("held by the barrier")).unwrap();
+    /// h.asynchronous().post(|| println!("vsync")).unwrap();
+    /// assert_eq!(looper.dispatch_ready().dispatched, 1);
+    /// ```
+    pub fn asynchronous(&self) -> Handle {
+        Handle {
+            remote: self.remote.clone(),
+            asynchronous: true,
+        }
+    }
+
     pub(crate) fn post_message<F: FnOnce() + Send + 'static>(
         &self,
         f: F,
         when: When,
         tag: Option<Tag>,
-        flags: u8,
+        asynchronous: bool,
     ) -> Result<MessageId, PostError<F>> {
         let remote = &self.remote;
         let mut opts = match when {
             When::Now => Push::at(remote.now_ticks()),
             When::Delay(d) => Push::at(remote.ticks_after(d)),
             When::At(t) => Push::at(remote.ticks_at(t)),
-            When::Front => Push::front(),
+            When::Front => {
+                // A front post made on the loop thread runs next, even in
+                // the middle of a batch: tell the dispatch loop to look.
+                super::context::with_core(remote.id, |core| core.front_posted.set(true));
+                Push::front()
+            }
         };
         if let Some(Tag(t)) = tag {
             opts = opts.tag(t);
         }
-        opts = opts.flags(flags);
+        if asynchronous {
+            opts = opts.asynchronous();
+        }
         remote
             .push_cancellable(Entry::Message(Box::new(f)), opts)
             .map_err(|closed| PostError::Quit(unerase::<F>(closed.into_inner())))
@@ -279,6 +310,30 @@ impl Handle {
     /// [`PostError::Quit`]; pending messages, timers and tasks are dropped
     /// (each once, counted in [`Stats::dropped_on_quit`](crate::stats::Stats))
     /// and tasks are cancelled. `run` returns. Idempotent.
+    ///
+    /// Called from a message or task running on the loop, nothing else runs
+    /// after it returns, not even entries already due in the same turn
+    /// (Android: "terminate without processing any more messages"). Called
+    /// from another thread, the loop stops at the end of its current turn.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::new().unwrap();
+    /// let h = looper.handle();
+    /// let ran = Arc::new(AtomicUsize::new(0));
+    /// let h2 = h.clone();
+    /// h.post(move || h2.quit()).unwrap();
+    /// for _ in 0..3 {
+    ///     let ran = ran.clone();
+    ///     h.post(move || { ran.fetch_add(1, Ordering::SeqCst); }).unwrap();
+    /// }
+    /// looper.run();
+    /// assert_eq!(ran.load(Ordering::SeqCst), 0);
+    /// assert_eq!(looper.stats().dropped_on_quit, 3);
+    /// ```
     pub fn quit(&self) {
         self.remote.quit(QUIT);
     }

@@ -6,7 +6,6 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::pin::pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -21,6 +20,7 @@ use super::task::{self, Task};
 use super::turn::Turn;
 use crate::queue::Push;
 use crate::stats::Stats;
+use crate::sync::{AtomicBool, Ordering};
 
 /// The waker of the future given to `block_on`.
 pub(crate) struct MainWake {
@@ -40,9 +40,10 @@ impl Wake for MainWake {
         // On the loop thread the flag is enough: the loop checks it before
         // it parks. From elsewhere, a push wakes a parked loop.
         if context::with_core(self.remote.id, |_| ()).is_none() {
-            let pushed = self
-                .remote
-                .push(Entry::WakeMain, Push::front().flags(INTERNAL));
+            let pushed = self.remote.push(
+                Entry::WakeMain,
+                Push::front().flags(INTERNAL).asynchronous(),
+            );
             if pushed.is_err() {
                 self.remote.wake_loop();
             }
@@ -73,7 +74,7 @@ impl Wake for MainWake {
 /// needs_send::<deliloop::Looper>();
 /// ```
 pub struct Looper {
-    core: Rc<Core>,
+    pub(crate) core: Rc<Core>,
 }
 
 impl fmt::Debug for Looper {
@@ -108,6 +109,7 @@ impl Looper {
     pub fn handle(&self) -> Handle {
         Handle {
             remote: self.core.remote.clone(),
+            asynchronous: false,
         }
     }
 
@@ -132,7 +134,14 @@ impl Looper {
                     return out;
                 }
             }
-            self.core.turn(None, Some(&main));
+            let turn = self.core.turn(None, Some(&main));
+            if turn.quit && !main.woken.load(Ordering::Acquire) {
+                // Nothing runs on a looper that quit; the future can only
+                // be woken from another thread now (its wake finds the
+                // queue closed and writes the eventfd): wait for that
+                // instead of spinning.
+                self.core.parker.borrow_mut().park(None);
+            }
         }
     }
 
@@ -192,6 +201,9 @@ impl Looper {
             return self.core.turn_result(0, true);
         }
         let dispatched = self.core.dispatch();
+        if dispatched == 0 {
+            self.core.run_idle();
+        }
         let turn = self.core.turn_result(dispatched, false);
         self.core.host_prepare();
         turn
@@ -250,6 +262,7 @@ impl Looper {
             pending: pending as u64,
             limbo: limbo as u64,
             limbo_peak: limbo_peak as u64,
+            idle_panics: c.idle_panics.get(),
         }
     }
 }

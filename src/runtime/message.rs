@@ -14,11 +14,8 @@ use super::handle::Handle;
 use crate::error::PostError;
 use crate::queue::{ItemInfo, Ticket};
 
-/// User flag bit: the message is asynchronous (Android's
-/// `Message.setAsynchronous`).
-pub(crate) const ASYNC: u8 = 1;
 /// User flag bit: the runtime's own entry (a task wake, a timer, a main
-/// wake), which message predicates never see.
+/// wake, a barrier, a `run_sync` job), which message predicates never see.
 pub(crate) const INTERNAL: u8 = 0x80;
 
 /// One entry of the loop's queue.
@@ -31,6 +28,23 @@ pub(crate) enum Entry {
     Message(Box<dyn Message>),
     /// Wakes the loop so it re-polls the future given to `block_on`.
     WakeMain,
+    /// A sync barrier: never dispatched, only removed (or drained).
+    Barrier,
+    /// A `Handle::run_sync` job: runs `f` and reports to the caller.
+    Job(Box<dyn FnOnce() + Send>),
+}
+
+impl Entry {
+    /// What the entry is, for logs.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Entry::Task(_) | Entry::WakeMain => "task",
+            Entry::Timer(_) => "timer",
+            Entry::Message(_) => "message",
+            Entry::Barrier => "barrier",
+            Entry::Job(_) => "run_sync",
+        }
+    }
 }
 
 /// A timer's shared state: whether it fired, and who to wake. The waker is
@@ -113,9 +127,11 @@ impl MessageInfo {
         self.origin + Duration::from_nanos(self.info.when())
     }
 
-    /// Whether it was posted with [`MessageBuilder::asynchronous`].
+    /// Whether it is asynchronous ([`MessageBuilder::asynchronous`], or
+    /// posted through [`Handle::asynchronous`]): sync barriers do not hold
+    /// it back.
     pub fn is_asynchronous(&self) -> bool {
-        self.info.flags() & ASYNC != 0
+        self.info.is_asynchronous()
     }
 }
 
@@ -216,7 +232,8 @@ impl<F: FnOnce() + Send + 'static> MessageBuilder<F> {
         self
     }
 
-    /// Marks it asynchronous: sync barriers do not hold it back.
+    /// Marks it asynchronous (Android's `Message.setAsynchronous`): sync
+    /// barriers ([`Handle::post_sync_barrier`]) do not hold it back.
     pub fn asynchronous(mut self) -> Self {
         self.asynchronous = true;
         self
@@ -227,7 +244,8 @@ impl<F: FnOnce() + Send + 'static> MessageBuilder<F> {
     /// # Errors
     /// [`PostError::Quit`] with the closure if the looper has quit.
     pub fn post(self) -> Result<MessageId, PostError<F>> {
-        let flags = if self.asynchronous { ASYNC } else { 0 };
-        self.handle.post_message(self.f, self.when, self.tag, flags)
+        let asynchronous = self.asynchronous || self.handle.asynchronous;
+        self.handle
+            .post_message(self.f, self.when, self.tag, asynchronous)
     }
 }

@@ -14,23 +14,28 @@
 //!   `park.rs`: epoll, eventfd and timerfd; `global.rs`: the crate-level
 //!   `block_on`, `spawn`, `spawn_local`.
 
+mod barrier;
 mod builder;
 pub(crate) mod context;
 mod core;
 mod dispatch;
 mod global;
 mod handle;
+mod idle;
 mod looper;
 pub(crate) mod message;
 mod park;
 mod quit;
 pub(crate) mod remote;
+mod run_sync;
 mod task;
 mod turn;
 
+pub use barrier::{BarrierToken, UnknownBarrier};
 pub use builder::{Builder, DEFAULT_BUDGET};
 pub use global::{block_on, spawn, spawn_local};
 pub use handle::Handle;
+pub use idle::{IdleId, Printer};
 pub use looper::Looper;
 pub use message::{MessageBuilder, MessageId, MessageInfo, Tag};
 pub use task::Task;

@@ -1,13 +1,13 @@
 //! Quit: once the queue is closed, run what `quit_safely` allows, drop
 //! the rest (each entry once, counted) and cancel every live task.
 
-use std::sync::atomic::Ordering;
 use std::task::Waker;
 
 use super::core::Core;
 use super::remote::QUIT_SAFELY;
 use crate::queue::Popped;
 use crate::stats::Counters;
+use crate::sync::Ordering;
 
 impl Core {
     /// Once the queue is closed: settles quit. Returns whether it has quit.
@@ -33,9 +33,17 @@ impl Core {
                 runnable.run();
             }
         }
-        for Popped { item, when, .. } in drained {
-            if safely && when <= now {
-                self.run_entry(item);
+        // In (when, seq) order: once a barrier is passed, ordinary messages
+        // behind it are held, as they would be without quit.
+        let mut held = false;
+        for Popped { item, when, info } in drained {
+            if info.is_barrier() {
+                held = true;
+                continue;
+            }
+            let runnable = !held || info.is_asynchronous();
+            if safely && when <= now && runnable && !self.stop.get() {
+                self.run_entry(item, Some(&info));
             } else {
                 Counters::bump(&self.counters.dropped_on_quit);
                 drop(item);

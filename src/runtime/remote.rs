@@ -2,13 +2,16 @@
 //! side, the eventfd waker, the clock origin, the quit mode), and the
 //! conversion between instants and the queue's nanosecond ticks.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::AtomicU64 as StdAtomicU64;
+use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
+
+use crate::sync::{AtomicU64, AtomicU8, Ordering};
 
 use super::message::{Entry, MessageId};
 use crate::queue::{Closed, Producer, Push};
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+static NEXT_ID: StdAtomicU64 = StdAtomicU64::new(1);
 
 pub(crate) const RUNNING: u8 = 0;
 pub(crate) const QUIT: u8 = 1;
@@ -23,6 +26,9 @@ pub(crate) struct Remote {
     /// Wake-up syscalls made by posters (at most one per park).
     pub(crate) wakeups: AtomicU64,
     pub(crate) quit_mode: AtomicU8,
+    /// The thread that made the looper (a `Looper` is `!Send`, so it runs
+    /// there).
+    pub(crate) owner: ThreadId,
 }
 
 impl Remote {
@@ -34,6 +40,7 @@ impl Remote {
             origin: Instant::now(),
             wakeups: AtomicU64::new(0),
             quit_mode: AtomicU8::new(RUNNING),
+            owner: thread::current().id(),
         }
     }
 
@@ -90,6 +97,8 @@ impl Remote {
     }
 
     pub(crate) fn quit(&self, mode: u8) {
+        // From a message or task on the loop: stop before anything else runs.
+        super::context::with_core(self.id, |core| core.stop.set(true));
         let _ = self
             .quit_mode
             .compare_exchange(RUNNING, mode, Ordering::AcqRel, Ordering::Acquire);

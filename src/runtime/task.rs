@@ -58,7 +58,7 @@ fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
     let Some(runnable) = slot else { return };
     if let Err(closed) = remote.push(
         Entry::Task(runnable),
-        Push::at(remote.now_ticks()).flags(INTERNAL),
+        Push::at(remote.now_ticks()).flags(INTERNAL).asynchronous(),
     ) {
         let Entry::Task(runnable) = closed.into_inner() else {
             unreachable!()

@@ -8,7 +8,6 @@
 //! armed to it. A post to a busy loop costs one CAS and no syscall; a post
 //! to a parked loop makes at most one wake-up per park.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::core::Core;
@@ -16,6 +15,7 @@ use super::looper::MainWake;
 use super::message::Entry;
 use crate::queue::DeliQueue;
 use crate::stats::Counters;
+use crate::sync::Ordering;
 
 /// What one turn of the loop did; from [`Looper::turn`](crate::Looper::turn) and
 /// [`Looper::dispatch_ready`](crate::Looper::dispatch_ready).
@@ -141,6 +141,7 @@ impl Core {
         }
         let mut dispatched = self.dispatch();
         if dispatched == 0 {
+            self.run_idle();
             self.park(timeout, main);
             if self.check_quit() {
                 return self.turn_result(0, true);

@@ -44,6 +44,8 @@ pub struct Stats {
     pub limbo: u64,
     /// The largest `limbo` seen.
     pub limbo_peak: u64,
+    /// Idle handlers that panicked (each was removed; the loop went on).
+    pub idle_panics: u64,
 }
 
 /// The loop thread's own counters.
@@ -56,6 +58,7 @@ pub(crate) struct Counters {
     pub(crate) parks: Cell<u64>,
     pub(crate) dropped_on_quit: Cell<u64>,
     pub(crate) tasks_cancelled: Cell<u64>,
+    pub(crate) idle_panics: Cell<u64>,
 }
 
 impl Counters {

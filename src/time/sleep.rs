@@ -155,10 +155,10 @@ impl Future for Sleep {
         let cell = Arc::new(TimerCell::default());
         cell.waker.register(cx.waker());
         let entry = Entry::Timer(cell.clone());
-        match self
-            .remote
-            .push_cancellable(entry, Push::at(self.deadline).flags(INTERNAL))
-        {
+        match self.remote.push_cancellable(
+            entry,
+            Push::at(self.deadline).flags(INTERNAL).asynchronous(),
+        ) {
             Ok(id) => {
                 self.reg = Some(Registration { id, cell });
                 Poll::Pending
