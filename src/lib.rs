@@ -13,6 +13,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod embed;
 mod error;
 #[cfg(feature = "legacy")]
 pub mod legacy;

@@ -115,3 +115,181 @@ fn turn_waits_for_work_then_dispatches() {
     }
     poster.join().unwrap();
 }
+
+/// A host that only sleeps in `poll(2)` on the fd (with a long timeout) and
+/// calls `dispatch_ready` when it wakes. Returns how often `poll` timed out
+/// while posted work was waiting (a lost wake-up) and how often it woke.
+fn poll_host(looper: &Looper, done: impl Fn() -> bool, waiting: impl Fn() -> bool) -> (u32, u32) {
+    let fd = looper.as_raw_fd();
+    let (mut lost, mut wakes) = (0, 0);
+    while !done() {
+        looper.dispatch_ready();
+        if done() {
+            break;
+        }
+        if readable(fd, 200) {
+            wakes += 1;
+        } else if waiting() {
+            lost += 1;
+        }
+    }
+    (lost, wakes)
+}
+
+#[test]
+fn a_poll_host_never_sleeps_with_work_due_under_a_stream_of_posts() {
+    let (runs, posts) = if cfg!(debug_assertions) {
+        (10, 20_000)
+    } else {
+        (50, 100_000)
+    };
+    for run in 0..runs {
+        let looper = Looper::new().unwrap();
+        let (posted, ran) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let producer = {
+            let (h, posted, ran) = (looper.handle(), posted.clone(), ran.clone());
+            thread::spawn(move || {
+                for _ in 0..posts {
+                    let ran = ran.clone();
+                    h.post(move || {
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    })
+                    .unwrap();
+                    posted.fetch_add(1, Ordering::Release);
+                }
+            })
+        };
+        let (lost, _) = poll_host(
+            &looper,
+            || ran.load(Ordering::Relaxed) == posts,
+            || ran.load(Ordering::Relaxed) < posted.load(Ordering::Acquire),
+        );
+        producer.join().unwrap();
+        assert_eq!(
+            lost, 0,
+            "run {run}: the host slept its timeout with work due"
+        );
+    }
+}
+
+#[test]
+fn a_hook_host_never_sleeps_with_work_due_under_a_stream_of_posts() {
+    use std::sync::{Condvar, Mutex};
+    let (runs, posts) = if cfg!(debug_assertions) {
+        (10, 20_000)
+    } else {
+        (50, 100_000)
+    };
+    for run in 0..runs {
+        let signal = Arc::new((Mutex::new(false), Condvar::new()));
+        let s = signal.clone();
+        let looper = Looper::builder()
+            .wake_hook(move || {
+                *s.0.lock().unwrap() = true;
+                s.1.notify_one();
+            })
+            .build()
+            .unwrap();
+        let (posted, ran) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let producer = {
+            let (h, posted, ran) = (looper.handle(), posted.clone(), ran.clone());
+            thread::spawn(move || {
+                for _ in 0..posts {
+                    let ran = ran.clone();
+                    h.post(move || {
+                        ran.fetch_add(1, Ordering::Relaxed);
+                    })
+                    .unwrap();
+                    posted.fetch_add(1, Ordering::Release);
+                }
+            })
+        };
+        let mut lost = 0;
+        while ran.load(Ordering::Relaxed) < posts {
+            looper.dispatch_ready();
+            let (lock, cv) = &*signal;
+            let flag = lock.lock().unwrap();
+            let (mut flag, timeout) = cv
+                .wait_timeout_while(flag, Duration::from_millis(200), |f| !*f)
+                .unwrap();
+            if timeout.timed_out() && ran.load(Ordering::Relaxed) < posted.load(Ordering::Acquire) {
+                lost += 1;
+            }
+            *flag = false;
+        }
+        producer.join().unwrap();
+        assert_eq!(
+            lost, 0,
+            "run {run}: the host slept its timeout with work due"
+        );
+    }
+}
+
+#[test]
+fn an_idle_poll_host_wakes_zero_times() {
+    let looper = Looper::new().unwrap();
+    // Some history first: timers that fired and one that was cancelled.
+    let h = looper.handle();
+    h.post_delayed(Duration::from_millis(1), || {}).unwrap();
+    let cancelled = h.post_delayed(Duration::from_millis(300), || {}).unwrap();
+    while looper.dispatch_ready().dispatched == 0 {
+        readable(looper.as_raw_fd(), 100);
+    }
+    assert!(cancelled.cancel());
+    let start = Instant::now();
+    let fd = looper.as_raw_fd();
+    let mut wakes = 0;
+    looper.dispatch_ready();
+    while start.elapsed() < Duration::from_secs(1) {
+        if readable(fd, 50) {
+            wakes += 1;
+            looper.dispatch_ready();
+        }
+    }
+    assert_eq!(wakes, 0, "an idle host woke up");
+}
+
+#[test]
+fn dispatch_ready_for_overruns_by_at_most_one_entry_and_keeps_order() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let entry = Duration::from_millis(2);
+    for i in 0..20 {
+        let order = order.clone();
+        h.post(move || {
+            let until = Instant::now() + entry;
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            order.lock().unwrap().push(i);
+        })
+        .unwrap();
+    }
+    let budget = Duration::from_millis(5);
+    let mut calls = 0;
+    while order.lock().unwrap().len() < 20 {
+        let start = Instant::now();
+        let turn = looper.dispatch_ready_for(budget);
+        let took = start.elapsed();
+        calls += 1;
+        assert!(turn.dispatched >= 1);
+        // One entry may start just before the budget ends.
+        assert!(
+            took < budget + entry + Duration::from_millis(1),
+            "took {took:?}"
+        );
+        if order.lock().unwrap().len() < 20 {
+            assert!(
+                turn.next_deadline.unwrap() <= Instant::now(),
+                "the rest is due"
+            );
+            assert!(readable(looper.as_raw_fd(), 0), "the fd says so too");
+        }
+    }
+    assert!(
+        calls >= 6,
+        "{calls} calls for 40 ms of work in 5 ms budgets"
+    );
+    assert_eq!(*order.lock().unwrap(), (0..20).collect::<Vec<_>>());
+}

@@ -138,3 +138,33 @@ fn a_held_post_does_not_wake_a_parked_loop() {
         assert_eq!(q.pop_due(10).map(|e| e.item), Some(2));
     });
 }
+
+/// A post races a host call's decision to arm the fd
+/// (`DeliQueue::prepare_idle`, what `Looper::dispatch_ready` ends with):
+/// either the call reports work due (the `Turn` says now), or the producer
+/// is told to write the eventfd (the fd turns readable). Never neither.
+#[test]
+fn host_arm_vs_post() {
+    use deliloop::queue::Idle;
+    loom::model(|| {
+        let mut q = DeliQueue::new();
+        let p = q.producer();
+        let _ = p.push(0u32, 50).unwrap(); // a future deadline
+        let poster = thread::spawn(move || p.push(1, 10).unwrap().wake);
+        q.maintain();
+        let decision = q.prepare_idle(10);
+        let fd_readable = poster.join().unwrap();
+        match decision {
+            Idle::Due => {}
+            Idle::Asleep { deadline } => {
+                assert!(
+                    fd_readable,
+                    "armed for {deadline:?} with a post due and no wake"
+                );
+                q.wake();
+            }
+        }
+        let due: Vec<_> = std::iter::from_fn(|| q.pop_due(10).map(|e| e.item)).collect();
+        assert_eq!(due, [1]);
+    });
+}

@@ -24,6 +24,18 @@ const LANE_SLACK: u64 = 1_000_000;
 /// entries) are tombstones.
 const COMPACT_MIN: usize = if cfg!(loom) { 2 } else { 32 };
 
+/// What [`DeliQueue::prepare_idle`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// Something is due now, or arrived while deciding: do not sleep.
+    Due,
+    /// Announced asleep until `deadline` (`None`: until a push wakes it).
+    Asleep {
+        /// The earliest pending due time, if any.
+        deadline: Option<u64>,
+    },
+}
+
 /// A class's head: its key, node, and whether it is in the lane.
 type Head<T> = (Key, *mut Node<T>, bool);
 
@@ -319,6 +331,33 @@ impl<T> DeliQueue<T> {
             return false;
         }
         true
+    }
+
+    /// The consumer's decision to go idle, in one call: sweeps, and if
+    /// nothing is due by `now`, announces a sleep until the next deadline
+    /// ([`prepare_sleep`](Self::prepare_sleep)). [`Idle::Due`] means do not
+    /// sleep: something is due (or arrived meanwhile). After
+    /// [`Idle::Asleep`], every later push the consumer must see before the
+    /// deadline reports [`Pushed::wake`](super::Pushed::wake) to exactly one
+    /// producer; call [`wake`](Self::wake) when back.
+    ///
+    /// ```
+    /// use deliloop::queue::{DeliQueue, Idle};
+    ///
+    /// let mut q = DeliQueue::new();
+    /// let p = q.producer();
+    /// let _ = p.push("later", 100).unwrap();
+    /// assert_eq!(q.prepare_idle(10), Idle::Asleep { deadline: Some(100) });
+    /// assert!(p.push("now", 10).unwrap().wake);
+    /// q.wake();
+    /// assert_eq!(q.prepare_idle(10), Idle::Due);
+    /// ```
+    pub fn prepare_idle(&mut self, now: u64) -> Idle {
+        let deadline = self.next_deadline();
+        if deadline.is_some_and(|d| d <= now) || !self.prepare_sleep(deadline) {
+            return Idle::Due;
+        }
+        Idle::Asleep { deadline }
     }
 
     /// Marks the consumer awake after a sleep.

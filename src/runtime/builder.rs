@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::core::Core;
 use super::looper::Looper;
 use super::park::Parker;
-use super::remote::Remote;
+use super::remote::{Remote, WakeHook};
 use crate::queue::DeliQueue;
 
 /// Dispatches per turn before the loop looks at I/O, host events and the
@@ -27,11 +27,23 @@ pub const DEFAULT_BUDGET: usize = 64;
 ///     .unwrap();
 /// # drop(looper);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Builder {
     pub(crate) spin: Duration,
     pub(crate) early: Duration,
     pub(crate) budget: usize,
+    pub(crate) hook: Option<WakeHook>,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("spin", &self.spin)
+            .field("early", &self.early)
+            .field("budget", &self.budget)
+            .field("wake_hook", &self.hook.is_some())
+            .finish()
+    }
 }
 
 impl Default for Builder {
@@ -40,6 +52,7 @@ impl Default for Builder {
             spin: Duration::ZERO,
             early: Duration::ZERO,
             budget: DEFAULT_BUDGET,
+            hook: None,
         }
     }
 }
@@ -75,6 +88,41 @@ impl Builder {
         self
     }
 
+    /// Sets a wake hook for a host loop that has its own wake-up call
+    /// (winit's `EventLoopProxy::send_event`, glib's `MainContext::wakeup`):
+    /// `f` is called on the posting thread when work arrives for an idle
+    /// loop (one that [`Looper::dispatch_ready`] left with nothing to do),
+    /// at most once per idle period, and when a `dispatch_ready` call leaves
+    /// work for the next one. A host that uses the hook needs no fd; it
+    /// sleeps until the hook fires or the returned
+    /// [`Turn::next_deadline`](crate::Turn) passes. See
+    /// [`embed`](crate::embed).
+    ///
+    /// `f` runs on whichever thread posts: keep it short and non-blocking.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use deliloop::Looper;
+    ///
+    /// let calls = Arc::new(AtomicUsize::new(0));
+    /// let c = calls.clone();
+    /// let looper = Looper::builder()
+    ///     .wake_hook(move || { c.fetch_add(1, Ordering::SeqCst); })
+    ///     .build()
+    ///     .unwrap();
+    /// looper.dispatch_ready();                      // idle now
+    /// let h = looper.handle();
+    /// std::thread::spawn(move || { h.post(|| {}).unwrap(); h.post(|| {}).unwrap(); })
+    ///     .join()
+    ///     .unwrap();
+    /// assert_eq!(calls.load(Ordering::SeqCst), 1);  // once per idle period
+    /// ```
+    pub fn wake_hook(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
+        self.hook = Some(Arc::new(f));
+        self
+    }
+
     /// Creates the looper.
     ///
     /// # Errors
@@ -84,7 +132,7 @@ impl Builder {
     pub fn build(self) -> io::Result<Looper> {
         let (parker, waker) = Parker::new()?;
         let queue = DeliQueue::new();
-        let remote = Arc::new(Remote::new(queue.producer(), waker));
+        let remote = Arc::new(Remote::new(queue.producer(), waker, self.hook.clone()));
         let core = Core::new(remote, queue, parker, &self);
         Ok(Looper::from_core(core))
     }

@@ -11,6 +11,7 @@
 //!   `(when, seq)` place, exactly as if it came from another thread.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
 
 use super::core::Core;
 use super::message::Entry;
@@ -24,6 +25,14 @@ impl Core {
     /// entries. Neither side can starve the other: each gets a share of
     /// every turn.
     pub(crate) fn dispatch(&self) -> usize {
+        self.dispatch_until(None)
+    }
+
+    /// [`dispatch`](Self::dispatch), also stopping once `until` has passed
+    /// (checked after each entry, so it overruns by at most one entry's
+    /// run time; what is left stays due, in order, for the next call).
+    pub(crate) fn dispatch_until(&self, until: Option<Instant>) -> usize {
+        let over = || until.is_some_and(|u| Instant::now() >= u);
         let mut done = 0;
         while done < self.budget && !self.stop.get() {
             let Some(runnable) = self.local.borrow_mut().pop_front() else {
@@ -34,8 +43,12 @@ impl Core {
             runnable.run();
             self.log_end("task", None);
             done += 1;
+            if over() {
+                break;
+            }
         }
-        if self.stop.get() {
+        if self.stop.get() || (done > 0 && over()) {
+            self.end_batch(done);
             return done;
         }
         let now = self.now_ticks();
@@ -47,17 +60,21 @@ impl Core {
             };
             self.run_entry(popped.item, Some(&popped.info));
             done += 1;
-            if self.stop.get() {
+            if self.stop.get() || over() {
                 break;
             }
             if self.front_posted.replace(false) {
                 self.queue.borrow_mut().maintain_at(now);
             }
         }
+        self.end_batch(done);
+        done
+    }
+
+    fn end_batch(&self, done: usize) {
         if done > 0 {
             self.idle_ran.set(false);
         }
-        done
     }
 
     pub(crate) fn run_entry(&self, entry: Entry, info: Option<&ItemInfo>) {

@@ -174,41 +174,6 @@ impl Looper {
         task::spawn_local(self.core.remote.clone(), future)
     }
 
-    /// Dispatches what is ready now (sweeping posts from other threads in
-    /// first) and returns; never blocks. For embedding in a host loop.
-    ///
-    /// When it returns with nothing left to do, the looper's fd
-    /// ([`AsRawFd`]) turns readable as soon as there is work again: a post
-    /// from any thread, or the next deadline (through a timerfd). So a host
-    /// loop waits on that fd (with `Turn::next_deadline` as its timeout when
-    /// it is now, meaning "call again at once") and calls `dispatch_ready`
-    /// when it is readable. While work is ready, no syscall is made.
-    ///
-    /// # Panics
-    /// If a looper is already running on this thread.
-    ///
-    /// ```
-    /// use deliloop::Looper;
-    ///
-    /// let looper = Looper::new().unwrap();
-    /// looper.handle().post(|| println!("hi")).unwrap();
-    /// assert_eq!(looper.dispatch_ready().dispatched, 1);
-    /// ```
-    pub fn dispatch_ready(&self) -> Turn {
-        let _enter = Enter::new(&self.core, "Looper::dispatch_ready");
-        self.core.host_resume();
-        if self.core.check_quit() {
-            return self.core.turn_result(0, true);
-        }
-        let dispatched = self.core.dispatch();
-        if dispatched == 0 {
-            self.core.run_idle();
-        }
-        let turn = self.core.turn_result(dispatched, false);
-        self.core.host_prepare();
-        turn
-    }
-
     /// Waits for work (at most `timeout`, `None`: no limit) unless some is
     /// ready, then dispatches it.
     ///

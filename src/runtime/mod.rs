@@ -17,7 +17,7 @@
 mod barrier;
 mod builder;
 pub(crate) mod context;
-mod core;
+pub(crate) mod core;
 mod dispatch;
 mod global;
 mod handle;

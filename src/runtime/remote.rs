@@ -29,10 +29,19 @@ pub(crate) struct Remote {
     /// The thread that made the looper (a `Looper` is `!Send`, so it runs
     /// there).
     pub(crate) owner: ThreadId,
+    /// `Builder::wake_hook`, called with every wake-up.
+    hook: Option<WakeHook>,
 }
 
+/// The host's wake-up call (`Builder::wake_hook`).
+pub(crate) type WakeHook = std::sync::Arc<dyn Fn() + Send + Sync>;
+
 impl Remote {
-    pub(crate) fn new(producer: Producer<Entry>, waker: mio::Waker) -> Remote {
+    pub(crate) fn new(
+        producer: Producer<Entry>,
+        waker: mio::Waker,
+        hook: Option<WakeHook>,
+    ) -> Remote {
         Remote {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             producer,
@@ -41,6 +50,7 @@ impl Remote {
             wakeups: AtomicU64::new(0),
             quit_mode: AtomicU8::new(RUNNING),
             owner: thread::current().id(),
+            hook,
         }
     }
 
@@ -94,6 +104,9 @@ impl Remote {
         // An eventfd write; it can only fail if the counter would overflow,
         // and then the loop is awake anyway.
         let _ = self.waker.wake();
+        if let Some(hook) = &self.hook {
+            hook();
+        }
     }
 
     pub(crate) fn quit(&self, mode: u8) {

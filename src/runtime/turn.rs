@@ -106,34 +106,6 @@ impl Core {
         }
     }
 
-    /// Back from a host's wait on the epoll fd: consume its readiness and
-    /// mark the queue awake.
-    pub(crate) fn host_resume(&self) {
-        if self.host_armed.replace(false) {
-            self.parker.borrow_mut().drain_events();
-            self.queue.borrow_mut().wake();
-        }
-    }
-
-    /// Before a host waits on the epoll fd: if nothing is ready, announce a
-    /// sleep until the next deadline (so a post wakes the fd) and arm the
-    /// timerfd to that deadline (so the fd turns readable then).
-    pub(crate) fn host_prepare(&self) {
-        if !self.local.borrow().is_empty() || self.quit_done.get() {
-            return;
-        }
-        let mut queue = self.queue.borrow_mut();
-        let now = self.now_ticks();
-        let deadline = queue.next_deadline();
-        if deadline.is_some_and(|d| d <= now) || !queue.prepare_sleep(deadline) {
-            return;
-        }
-        drop(queue);
-        let timeout = deadline.map(|d| Duration::from_nanos(d - now));
-        self.parker.borrow_mut().arm_for_host(timeout);
-        self.host_armed.set(true);
-    }
-
     pub(crate) fn turn(&self, timeout: Option<Duration>, main: Option<&MainWake>) -> Turn {
         self.host_resume();
         if self.check_quit() {
