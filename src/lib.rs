@@ -14,9 +14,12 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod io;
 #[cfg(feature = "legacy")]
 pub mod legacy;
+pub mod net;
 pub mod queue;
+mod reactor;
 mod runtime;
 pub mod stats;
 pub(crate) mod sync;

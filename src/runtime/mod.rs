@@ -17,9 +17,9 @@
 mod barrier;
 mod builder;
 pub(crate) mod context;
-mod core;
+pub(crate) mod core;
 mod dispatch;
-mod global;
+pub(crate) mod global;
 mod handle;
 mod idle;
 mod looper;

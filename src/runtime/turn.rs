@@ -80,6 +80,7 @@ impl Core {
         let sleep = wake_at.map(|w| Duration::from_nanos(w.saturating_sub(self.now_ticks())));
         Counters::bump(&self.counters.parks);
         self.parker.borrow_mut().park(sleep);
+        self.io_deliver();
         self.queue.borrow_mut().wake();
     }
 
@@ -111,6 +112,7 @@ impl Core {
     pub(crate) fn host_resume(&self) {
         if self.host_armed.replace(false) {
             self.parker.borrow_mut().drain_events();
+            self.io_deliver();
             self.queue.borrow_mut().wake();
         }
     }
@@ -148,6 +150,7 @@ impl Core {
             }
             dispatched = self.dispatch();
         }
+        self.io_after_dispatch(true);
         self.turn_result(dispatched, false)
     }
 
