@@ -14,6 +14,8 @@
 #![warn(missing_docs)]
 
 mod error;
+#[cfg(feature = "hyper")]
+pub mod hyper;
 pub mod io;
 #[cfg(feature = "legacy")]
 pub mod legacy;
