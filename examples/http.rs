@@ -10,7 +10,6 @@
 use std::convert::Infallible;
 use std::io::Write;
 
-use deliloop::hyper::Io;
 use deliloop::net::TcpListener;
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -52,7 +51,7 @@ fn main() {
             let _ = stream.set_nodelay(true);
             deliloop::spawn_local(async move {
                 let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(Io::new(stream), hyper::service::service_fn(hello));
+                    .serve_connection(stream, hyper::service::service_fn(hello));
                 if let Err(e) = conn.await {
                     eprintln!("connection: {e}");
                 }

@@ -1,9 +1,12 @@
 //! hyper 1.x on deliloop (feature `hyper`): the adapters hyper's connection
 //! builders take, and nothing else.
 //!
-//! * [`Io`]: any `futures::io::AsyncRead + AsyncWrite` stream (such as
-//!   [`net::TcpStream`](crate::net::TcpStream)) as hyper's `rt::Read` and
-//!   `rt::Write`.
+//! * [`net::TcpStream`](crate::net::TcpStream) and
+//!   [`net::UnixStream`](crate::net::UnixStream) are hyper's `rt::Read` and
+//!   `rt::Write` themselves: they read straight into hyper's uninitialised
+//!   buffer and write vectored.
+//! * [`Io`]: any other `futures::io::AsyncRead + AsyncWrite` stream as
+//!   hyper's `rt::Read` and `rt::Write`.
 //! * [`Timer`]: hyper's `rt::Timer` on deliloop's timers (for
 //!   `header_read_timeout`, HTTP/2 keep-alive, ...).
 //! * [`Executor`]: spawns hyper's background futures (HTTP/2 streams) on
@@ -14,7 +17,6 @@
 //!
 //! ```
 //! use std::convert::Infallible;
-//! use deliloop::hyper::Io;
 //! use deliloop::net::{TcpListener, TcpStream};
 //! use http_body_util::{BodyExt, Full};
 //! use hyper::body::Bytes;
@@ -28,14 +30,14 @@
 //!             Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from("hello"))))
 //!         });
 //!         hyper::server::conn::http1::Builder::new()
-//!             .serve_connection(Io::new(stream), svc)
+//!             .serve_connection(stream, svc)
 //!             .await
 //!             .unwrap();
 //!     })
 //!     .detach();
 //!
 //!     let stream = TcpStream::connect(addr).await.unwrap();
-//!     let (mut send, conn) = hyper::client::conn::http1::handshake(Io::new(stream))
+//!     let (mut send, conn) = hyper::client::conn::http1::handshake(stream)
 //!         .await
 //!         .unwrap();
 //!     deliloop::spawn(conn).detach();
@@ -46,9 +48,11 @@
 //! ```
 //!
 //! # Costs
-//! hyper hands `Io` an uninitialised read buffer; a futures `AsyncRead`
+//! hyper hands its streams an uninitialised read buffer. deliloop's own
+//! streams read into it directly; through [`Io`], a futures `AsyncRead`
 //! needs an initialised one, so each read zeroes the part of the buffer it
-//! offers (hyper's 8 KiB read size: some 100-200 ns).
+//! offers (hyper reads up to 8 KiB at first: a memset of that size), and
+//! writes are not vectored (hyper copies head and body into one buffer).
 
 use std::fmt;
 use std::future::Future;
@@ -60,6 +64,8 @@ use std::time::{Duration, Instant};
 use ::hyper::rt;
 use futures::io::{AsyncRead, AsyncWrite};
 
+use crate::net::{TcpStream, UnixStream};
+use crate::reactor::Dir;
 use crate::runtime::Handle;
 
 /// A futures-io stream as hyper's `rt::Read` and `rt::Write`.
@@ -293,3 +299,70 @@ where
         crate::spawn_local(fut).detach();
     }
 }
+
+/// hyper's `rt::Read` and `rt::Write` for a deliloop stream type, through
+/// `get_ref()` (its registered `Async<std stream>`).
+macro_rules! hyper_stream {
+    ($t:ty) => {
+        impl rt::Read for $t {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                mut buf: rt::ReadBufCursor<'_>,
+            ) -> Poll<io::Result<()>> {
+                // SAFETY: only the kernel writes through this slice, and it
+                // never de-initialises bytes.
+                let slice = unsafe { buf.as_mut() };
+                let (ptr, len) = (slice.as_mut_ptr().cast::<libc::c_void>(), slice.len());
+                let io = (*self).get_ref();
+                let n = ready!(io.poll_stream(Dir::Read, cx, len, |s| {
+                    use std::os::fd::AsRawFd;
+                    // SAFETY: `ptr` points to `len` writable bytes (the
+                    // cursor's unfilled part), borrowed for this call.
+                    let r = unsafe { libc::read(s.as_raw_fd(), ptr, len) };
+                    if r < 0 {
+                        Err(io::Error::last_os_error())
+                    } else {
+                        Ok(r as usize)
+                    }
+                }))?;
+                // SAFETY: the read initialised the first `n` bytes.
+                unsafe { buf.advance(n) };
+                Poll::Ready(Ok(()))
+            }
+        }
+
+        impl rt::Write for $t {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                futures::io::AsyncWrite::poll_write(Pin::new(&mut &*self), cx, buf)
+            }
+
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                futures::io::AsyncWrite::poll_write_vectored(Pin::new(&mut &*self), cx, bufs)
+            }
+
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
+
+            fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
+
+            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                futures::io::AsyncWrite::poll_close(Pin::new(&mut &*self), cx)
+            }
+        }
+    };
+}
+
+hyper_stream!(TcpStream);
+hyper_stream!(UnixStream);

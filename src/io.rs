@@ -283,6 +283,34 @@ impl<T> Async<T> {
         }
     }
 
+    /// For stream sockets (TCP, Unix streams): as [`poll_op`](Self::poll_op)
+    /// for a read or write of `len` bytes, and a short result (`0 < n <
+    /// len`) clears readiness too, saving the syscall that would fail with
+    /// `WouldBlock`: a stream socket that gave fewer bytes than asked had
+    /// no more (or no more room) when the call ran. The tick keeps an event
+    /// that came since, as for `WouldBlock`. (Not for any fd: a tty in
+    /// canonical mode returns one line of several, and no new edge comes
+    /// for the rest.)
+    pub(crate) fn poll_stream(
+        &self,
+        dir: Dir,
+        cx: &mut Context<'_>,
+        len: usize,
+        mut op: impl FnMut(&T) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let tick = ready!(self.source.poll_ready(dir, cx))?;
+            match op(self.get_ref()) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.source.clear(dir, tick),
+                Ok(n) if n > 0 && n < len => {
+                    self.source.clear(dir, tick);
+                    return Poll::Ready(Ok(n));
+                }
+                res => return Poll::Ready(res),
+            }
+        }
+    }
+
     /// As [`poll_op`](Self::poll_op), with `&mut T`.
     fn poll_op_mut<R>(
         &mut self,

@@ -29,14 +29,20 @@ async fn answer(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
 }
 
 /// An HTTP/1.1 server on deliloop; counts the connections it accepts.
-async fn http1_server(listener: TcpListener, accepted: Arc<AtomicUsize>) {
+/// With `generic`, the streams go through `Io` (the futures-io adapter)
+/// instead of deliloop's own hyper impls.
+async fn http1_server(listener: TcpListener, accepted: Arc<AtomicUsize>, generic: bool) {
     loop {
         let (stream, _) = listener.accept().await.unwrap();
         accepted.fetch_add(1, Ordering::Relaxed);
         deliloop::spawn(async move {
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(Io::new(stream), hyper::service::service_fn(answer))
-                .await;
+            let http = hyper::server::conn::http1::Builder::new();
+            let svc = hyper::service::service_fn(answer);
+            let _ = if generic {
+                http.serve_connection(Io::new(stream), svc).await
+            } else {
+                http.serve_connection(stream, svc).await
+            };
         })
         .detach();
     }
@@ -58,15 +64,19 @@ async fn get(
 
 async fn http1_client(
     addr: std::net::SocketAddr,
+    generic: bool,
 ) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
     let stream = TcpStream::connect(addr).await.unwrap();
-    let (send, conn) = hyper::client::conn::http1::handshake(Io::new(stream))
-        .await
-        .unwrap();
-    deliloop::spawn(async move {
-        let _ = conn.await;
-    })
-    .detach();
+    let (send, conn) = if generic {
+        let (send, conn) = hyper::client::conn::http1::handshake(Io::new(stream))
+            .await
+            .unwrap();
+        (send, deliloop::spawn(async move { conn.await.map(drop) }))
+    } else {
+        let (send, conn) = hyper::client::conn::http1::handshake(stream).await.unwrap();
+        (send, deliloop::spawn(async move { conn.await.map(drop) }))
+    };
+    conn.detach();
     send
 }
 
@@ -76,8 +86,8 @@ fn a_thousand_requests_over_one_keep_alive_connection() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(AtomicUsize::new(0));
-        let server = deliloop::spawn(http1_server(listener, accepted.clone()));
-        let mut send = http1_client(addr).await;
+        let server = deliloop::spawn(http1_server(listener, accepted.clone(), false));
+        let mut send = http1_client(addr, false).await;
         for i in 0..1000 {
             let path = format!("/item/{i}");
             assert_eq!(get(&mut send, &path).await, body_for(&path));
@@ -93,10 +103,11 @@ fn sixty_four_connections_of_a_hundred_requests() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let accepted = Arc::new(AtomicUsize::new(0));
-        let server = deliloop::spawn(http1_server(listener, accepted.clone()));
+        // Through the futures-io adapter `Io`, on both ends.
+        let server = deliloop::spawn(http1_server(listener, accepted.clone(), true));
         let clients = (0..64).map(|c| {
             deliloop::spawn(async move {
-                let mut send = http1_client(addr).await;
+                let mut send = http1_client(addr, true).await;
                 let mut ok = 0;
                 for i in 0..100 {
                     let path = format!("/c{c}/r{i}");
@@ -123,7 +134,7 @@ fn header_read_timeout_closes_a_connection_that_sends_half_a_header() {
             hyper::server::conn::http1::Builder::new()
                 .timer(Timer::new())
                 .header_read_timeout(Duration::from_millis(200))
-                .serve_connection(Io::new(stream), hyper::service::service_fn(answer))
+                .serve_connection(stream, hyper::service::service_fn(answer))
                 .await
         });
         let mut c = TcpStream::connect(addr).await.unwrap();
@@ -169,14 +180,14 @@ fn http2_with_a_hundred_concurrent_streams_on_one_connection() {
             hyper::server::conn::http2::Builder::new(Executor::new())
                 .timer(Timer::new())
                 .max_concurrent_streams(200)
-                .serve_connection(Io::new(stream), svc)
+                .serve_connection(stream, svc)
                 .await
                 .unwrap();
         });
         let stream = TcpStream::connect(addr).await.unwrap();
         let (send, conn) = hyper::client::conn::http2::Builder::new(Executor::new())
             .timer(Timer::new())
-            .handshake(Io::new(stream))
+            .handshake(stream)
             .await
             .unwrap();
         let conn = deliloop::spawn(conn);

@@ -43,8 +43,9 @@
 //! `tests/io_fd_limit.rs`).
 
 /// `AsyncRead` and `AsyncWrite` for a stream type and a reference to it,
-/// through its `inner: Async<std stream>`. Closing shuts down the write
-/// side, so the peer reads end of file.
+/// through its `inner: Async<std stream>`, with the short-transfer rule of
+/// `Async::poll_stream`. Closing shuts down the write side, so the peer
+/// reads end of file.
 macro_rules! stream_io {
     ($t:ty) => {
         impl futures::io::AsyncRead for $t {
@@ -71,7 +72,11 @@ macro_rules! stream_io {
                 cx: &mut std::task::Context<'_>,
                 buf: &mut [u8],
             ) -> std::task::Poll<std::io::Result<usize>> {
-                std::pin::Pin::new(&mut &self.inner).poll_read(cx, buf)
+                let len = buf.len();
+                self.inner
+                    .poll_stream(crate::reactor::Dir::Read, cx, len, |mut s| {
+                        std::io::Read::read(&mut s, buf)
+                    })
             }
 
             fn poll_read_vectored(
@@ -79,7 +84,11 @@ macro_rules! stream_io {
                 cx: &mut std::task::Context<'_>,
                 bufs: &mut [std::io::IoSliceMut<'_>],
             ) -> std::task::Poll<std::io::Result<usize>> {
-                std::pin::Pin::new(&mut &self.inner).poll_read_vectored(cx, bufs)
+                let len = bufs.iter().map(|b| b.len()).sum();
+                self.inner
+                    .poll_stream(crate::reactor::Dir::Read, cx, len, |mut s| {
+                        std::io::Read::read_vectored(&mut s, bufs)
+                    })
             }
         }
 
@@ -121,7 +130,11 @@ macro_rules! stream_io {
                 cx: &mut std::task::Context<'_>,
                 buf: &[u8],
             ) -> std::task::Poll<std::io::Result<usize>> {
-                std::pin::Pin::new(&mut &self.inner).poll_write(cx, buf)
+                let len = buf.len();
+                self.inner
+                    .poll_stream(crate::reactor::Dir::Write, cx, len, |mut s| {
+                        std::io::Write::write(&mut s, buf)
+                    })
             }
 
             fn poll_write_vectored(
@@ -129,14 +142,20 @@ macro_rules! stream_io {
                 cx: &mut std::task::Context<'_>,
                 bufs: &[std::io::IoSlice<'_>],
             ) -> std::task::Poll<std::io::Result<usize>> {
-                std::pin::Pin::new(&mut &self.inner).poll_write_vectored(cx, bufs)
+                let len = bufs.iter().map(|b| b.len()).sum();
+                self.inner
+                    .poll_stream(crate::reactor::Dir::Write, cx, len, |mut s| {
+                        std::io::Write::write_vectored(&mut s, bufs)
+                    })
             }
 
             fn poll_flush(
                 self: std::pin::Pin<&mut Self>,
                 cx: &mut std::task::Context<'_>,
             ) -> std::task::Poll<std::io::Result<()>> {
-                std::pin::Pin::new(&mut &self.inner).poll_flush(cx)
+                let _ = cx;
+                // Sockets have no user-space buffer to flush.
+                std::task::Poll::Ready(Ok(()))
             }
 
             fn poll_close(

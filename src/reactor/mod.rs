@@ -138,12 +138,14 @@ impl Reactor {
             let Some(source) = sources.get(key) else {
                 continue;
             };
-            // An error or hang-up makes both directions "ready": the next
-            // operation returns the error, or EOF, instead of waiting.
+            // An error or hang-up keeps its direction ready for good: the
+            // next operation returns the error, or EOF, instead of waiting.
             let broken = event.is_error();
             let r = Readiness {
-                read: event.is_readable() || event.is_read_closed() || broken,
-                write: event.is_writable() || event.is_write_closed() || broken,
+                read: event.is_readable(),
+                write: event.is_writable(),
+                read_closed: event.is_read_closed() || broken,
+                write_closed: event.is_write_closed() || broken,
             };
             source.set_ready(r, out);
         }

@@ -10,8 +10,13 @@
 //! direction starts ready, so the first operation is tried at once (a fresh
 //! socket often has data or buffer room already); a `WouldBlock` clears it.
 //!
-//! The readiness word packs a **tick** (bits 3..) and three flags: bit 0
-//! read-ready, bit 1 write-ready, bit 2 closed (the looper is gone). Every
+//! The readiness word packs a **tick** (bits 5..) and five flags: bit 0
+//! read-ready, bit 1 write-ready, bit 2 closed (the looper is gone), bit 3
+//! read-closed and bit 4 write-closed (the peer hung up, or an error). The
+//! two hang-up bits are sticky: end of file and errors are final, and a
+//! clear never erases them, so a short read that consumed the last data
+//! before an already-reported end of file does not make the reader wait
+//! for an edge that will not come again. Every
 //! event the reactor delivers bumps the tick. An operation reads the tick
 //! before it starts ([`Source::poll_ready`]) and, on `WouldBlock`, clears its
 //! direction only if the tick is unchanged ([`Source::clear`]): an event that
@@ -62,12 +67,18 @@ impl Dir {
     fn bit(self) -> usize {
         1 << self as usize
     }
+
+    fn hup(self) -> usize {
+        HUP << self as usize
+    }
 }
 
 const READ: usize = 1;
 const WRITE: usize = 2;
 const CLOSED: usize = 4;
-const FLAGS: usize = 3;
+/// Read-closed; `HUP << 1` is write-closed.
+const HUP: usize = 8;
+const FLAGS: usize = 5;
 /// One tick, in the readiness word.
 const TICK: usize = 1 << FLAGS;
 
@@ -76,6 +87,10 @@ const TICK: usize = 1 << FLAGS;
 pub(crate) struct Readiness {
     pub(crate) read: bool,
     pub(crate) write: bool,
+    /// The peer closed its side, or an error: reads end (sticky).
+    pub(crate) read_closed: bool,
+    /// Hang-up or error: writes fail (sticky).
+    pub(crate) write_closed: bool,
 }
 
 /// Wakers of one direction.
@@ -131,17 +146,22 @@ impl Source {
     /// Loop thread: an event arrived. Bumps the tick, sets the directions,
     /// and moves the wakers of those directions into `out`.
     pub(crate) fn set_ready(&self, r: Readiness, out: &mut Vec<Waker>) {
-        let bits = (if r.read { READ } else { 0 }) | (if r.write { WRITE } else { 0 });
+        let flag = |on: bool, bit: usize| if on { bit } else { 0 };
+        let bits = flag(r.read, READ)
+            | flag(r.write, WRITE)
+            | flag(r.read_closed, Dir::Read.hup())
+            | flag(r.write_closed, Dir::Write.hup());
+        let (read, write) = (r.read || r.read_closed, r.write || r.write_closed);
         let _ = self
             .readiness
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 Some(w.wrapping_add(TICK) | bits)
             });
         let mut wakers = self.lock();
-        if r.read {
+        if read {
             wakers[Dir::Read as usize].take_into(out);
         }
-        if r.write {
+        if write {
             wakers[Dir::Write as usize].take_into(out);
         }
     }
@@ -159,7 +179,7 @@ impl Source {
     /// Whether `dir` is ready: its tick if so.
     fn check(&self, dir: Dir) -> Option<io::Result<usize>> {
         let w = self.readiness.load(Ordering::Acquire);
-        if w & dir.bit() != 0 {
+        if w & (dir.bit() | dir.hup()) != 0 {
             Some(Ok(w >> FLAGS))
         } else if w & CLOSED != 0 {
             Some(Err(gone()))
@@ -214,8 +234,9 @@ impl Source {
         self.lock()[dir as usize].waiters.try_remove(key);
     }
 
-    /// An operation failed with `WouldBlock` after seeing `tick`: clears the
-    /// direction unless an event came since.
+    /// An operation failed with `WouldBlock` (or a stream transfer came up
+    /// short) after seeing `tick`: clears the direction unless an event
+    /// came since. The sticky hang-up bits stay.
     pub(crate) fn clear(&self, dir: Dir, tick: usize) {
         let _ = self
             .readiness
@@ -252,7 +273,7 @@ mod tests {
         s.set_ready(
             Readiness {
                 read: true,
-                write: false,
+                ..Readiness::default()
             },
             &mut Vec::new(),
         );
@@ -264,6 +285,29 @@ mod tests {
         s.clear(Dir::Read, now);
         assert!(poll(&s, Dir::Read).is_pending());
         assert!(poll(&s, Dir::Write).is_ready(), "directions are separate");
+    }
+
+    #[test]
+    fn a_hang_up_survives_a_clear() {
+        let s = Source::new(0, -1);
+        let Poll::Ready(Ok(tick)) = poll(&s, Dir::Read) else {
+            unreachable!()
+        };
+        s.clear(Dir::Read, tick);
+        s.set_ready(
+            Readiness {
+                read: true,
+                read_closed: true,
+                ..Readiness::default()
+            },
+            &mut Vec::new(),
+        );
+        let Poll::Ready(Ok(tick)) = poll(&s, Dir::Read) else {
+            unreachable!()
+        };
+        // A short read took the last bytes; end of file is still to read.
+        s.clear(Dir::Read, tick);
+        assert!(poll(&s, Dir::Read).is_ready());
     }
 
     #[test]
@@ -284,8 +328,8 @@ mod tests {
         let mut out = Vec::new();
         s.set_ready(
             Readiness {
-                read: false,
                 write: true,
+                ..Readiness::default()
             },
             &mut out,
         );
@@ -293,7 +337,7 @@ mod tests {
         s.set_ready(
             Readiness {
                 read: true,
-                write: false,
+                ..Readiness::default()
             },
             &mut out,
         );
