@@ -422,3 +422,24 @@ fn an_async_outlives_its_looper_with_an_error_instead_of_a_hang() {
     .unwrap_err();
     assert!(err.to_string().contains("is gone"), "{err}");
 }
+
+#[test]
+fn a_busy_turn_polls_epoll_once_and_a_loop_without_sources_never() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    for _ in 0..100 {
+        h.post(|| {}).unwrap();
+        assert_eq!(looper.turn(Some(Duration::ZERO)).dispatched, 1);
+    }
+    assert_eq!(looper.stats().io_polls, 0, "no source: no extra syscall");
+
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let a = looper.block_on(async { Async::new(a).unwrap() });
+    let before = looper.stats().io_polls;
+    for _ in 0..100 {
+        h.post(|| {}).unwrap();
+        assert_eq!(looper.turn(Some(Duration::ZERO)).dispatched, 1);
+    }
+    assert_eq!(looper.stats().io_polls - before, 100, "one per busy turn");
+    drop(a);
+}
