@@ -66,8 +66,12 @@ fn main() {
                 })
                 .detach(),
                 // Out of file descriptors, say: the pending connection is
-                // offered again on the next accept.
-                Err(e) => eprintln!("accept: {e}"),
+                // offered again on the next accept; back off meanwhile
+                // rather than spin on the same error.
+                Err(e) => {
+                    eprintln!("accept: {e}");
+                    deliloop::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
             }
         }
     });

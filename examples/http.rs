@@ -44,7 +44,9 @@ fn main() {
             let (stream, _) = match listener.accept().await {
                 Ok(s) => s,
                 Err(e) => {
+                    // Out of fds, say: back off instead of spinning.
                     eprintln!("accept: {e}");
+                    deliloop::time::sleep(std::time::Duration::from_millis(10)).await;
                     continue;
                 }
             };

@@ -86,21 +86,69 @@ pub struct Io<T> {
 
 impl<T> Io<T> {
     /// Wraps a stream.
+    ///
+    /// ```
+    /// use deliloop::hyper::Io;
+    /// use deliloop::net::UnixStream;
+    ///
+    /// deliloop::block_on(async {
+    ///     let (a, _b) = UnixStream::pair().unwrap();
+    ///     let mut io = Io::new(a);
+    ///     let _: &mut UnixStream = io.get_mut();
+    ///     let _: UnixStream = io.into_inner();
+    /// });
+    /// ```
     pub fn new(inner: T) -> Io<T> {
         Io { inner }
     }
 
     /// The stream.
+    ///
+    /// ```
+    /// use deliloop::hyper::Io;
+    /// use deliloop::net::UnixStream;
+    ///
+    /// deliloop::block_on(async {
+    ///     let (a, _b) = UnixStream::pair().unwrap();
+    ///     let mut io = Io::new(a);
+    ///     let _: &mut UnixStream = io.get_mut();
+    ///     let _: UnixStream = io.into_inner();
+    /// });
+    /// ```
     pub fn get_ref(&self) -> &T {
         &self.inner
     }
 
     /// The stream, mutably.
+    ///
+    /// ```
+    /// use deliloop::hyper::Io;
+    /// use deliloop::net::UnixStream;
+    ///
+    /// deliloop::block_on(async {
+    ///     let (a, _b) = UnixStream::pair().unwrap();
+    ///     let mut io = Io::new(a);
+    ///     let _: &mut UnixStream = io.get_mut();
+    ///     let _: UnixStream = io.into_inner();
+    /// });
+    /// ```
     pub fn get_mut(&mut self) -> &mut T {
         &mut self.inner
     }
 
     /// Unwraps the stream.
+    ///
+    /// ```
+    /// use deliloop::hyper::Io;
+    /// use deliloop::net::UnixStream;
+    ///
+    /// deliloop::block_on(async {
+    ///     let (a, _b) = UnixStream::pair().unwrap();
+    ///     let mut io = Io::new(a);
+    ///     let _: &mut UnixStream = io.get_mut();
+    ///     let _: UnixStream = io.into_inner();
+    /// });
+    /// ```
     pub fn into_inner(self) -> T {
         self.inner
     }
@@ -176,6 +224,17 @@ pub struct Timer;
 
 impl Timer {
     /// A timer on the looper running on this thread.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use hyper::rt::Timer as _;
+    ///
+    /// deliloop::block_on(async {
+    ///     let start = Instant::now();
+    ///     deliloop::hyper::Timer::new().sleep(Duration::from_millis(2)).await;
+    ///     assert!(start.elapsed() >= Duration::from_millis(2));
+    /// });
+    /// ```
     pub fn new() -> Timer {
         Timer
     }
@@ -234,6 +293,16 @@ pub struct Executor {
 
 impl Executor {
     /// Spawns on the looper running where `execute` is called.
+    ///
+    /// ```
+    /// use hyper::rt::Executor as _;
+    ///
+    /// deliloop::block_on(async {
+    ///     let (tx, rx) = futures::channel::oneshot::channel();
+    ///     deliloop::hyper::Executor::new().execute(async move { tx.send(5).unwrap() });
+    ///     assert_eq!(rx.await.unwrap(), 5);
+    /// });
+    /// ```
     pub fn new() -> Executor {
         Executor { handle: None }
     }
@@ -285,6 +354,18 @@ pub struct LocalExecutor;
 
 impl LocalExecutor {
     /// Spawns on the looper running where `execute` is called.
+    ///
+    /// ```
+    /// use std::rc::Rc;
+    /// use hyper::rt::Executor as _;
+    ///
+    /// deliloop::block_on(async {
+    ///     let (tx, rx) = futures::channel::oneshot::channel();
+    ///     let not_send = Rc::new(5);
+    ///     deliloop::hyper::LocalExecutor::new().execute(async move { tx.send(*not_send).unwrap() });
+    ///     assert_eq!(rx.await.unwrap(), 5);
+    /// });
+    /// ```
     pub fn new() -> LocalExecutor {
         LocalExecutor
     }

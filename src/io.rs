@@ -30,6 +30,21 @@
 //! through `read_with`/`write_with` (not on [`get_ref`](Async::get_ref)
 //! directly), or a loop that retries on `WouldBlock` after `readable()`
 //! never waits.
+//!
+//! # Waiters
+//! Any number of tasks may wait in `readable`, `writable`, `read_with` and
+//! `write_with` on one source: each future has a waker slot of its own.
+//! The `AsyncRead`/`AsyncWrite` (and `Stream`) impls keep one waker per
+//! direction, the last task's, as async-io's `poll_readable` does: one
+//! reading task and one writing task at a time.
+//!
+//! # Cooperation
+//! An operation on a ready source returns without yielding. A task that
+//! loops over a source that is always ready (a pipe that never runs dry)
+//! keeps the loop until it awaits something that is pending; there is no
+//! forced yield as in tokio's cooperative budget. Tasks that wait on their
+//! sockets between operations, as servers do, share the loop fairly
+//! (`tests/io.rs`, `ready_sockets_do_not_starve_posts_or_timers`).
 
 use std::fmt;
 use std::future::Future;
@@ -48,7 +63,10 @@ use crate::reactor::{self, Dir, Reactor, Source};
 ///
 /// `Async<T>` is `Send` and `Sync` when `T` is, so it can live in tasks
 /// from [`spawn`](crate::spawn). It stays registered with the looper it
-/// was created on; dropping it deregisters it (and closes `T`).
+/// was created on, whose turns deliver its readiness (polling it from
+/// another thread works while that looper runs); dropping it deregisters
+/// it (and closes `T`). Once that looper is gone, an operation that would
+/// wait fails with an error instead.
 ///
 /// ```
 /// use std::net::{TcpListener, TcpStream};

@@ -443,3 +443,22 @@ fn a_busy_turn_polls_epoll_once_and_a_loop_without_sources_never() {
     assert_eq!(looper.stats().io_polls - before, 100, "one per busy turn");
     drop(a);
 }
+
+#[test]
+fn sockets_and_their_futures_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    deliloop::block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        send_sync(&l);
+        let connect = TcpStream::connect(l.local_addr().unwrap());
+        send(&connect);
+        let c = connect.await.unwrap();
+        send_sync(&c);
+        send(&l.accept());
+        send_sync(&UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        send_sync(&UnixStream::pair().unwrap().0);
+        send_sync(c.get_ref());
+        send(&c.get_ref().readable());
+    });
+}

@@ -315,6 +315,17 @@ impl TcpStream {
     }
 
     /// The registered standard stream, for what this type does not wrap.
+    ///
+    /// ```
+    /// use deliloop::net::{TcpListener, TcpStream};
+    ///
+    /// deliloop::block_on(async {
+    ///     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    ///     let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+    ///     c.get_ref().get_ref().set_ttl(32).unwrap();
+    ///     assert_eq!(c.get_ref().get_ref().ttl().unwrap(), 32);
+    /// });
+    /// ```
     pub fn get_ref(&self) -> &Async<net::TcpStream> {
         &self.inner
     }

@@ -191,6 +191,16 @@ impl UdpSocket {
     }
 
     /// The registered standard socket, for what this type does not wrap.
+    ///
+    /// ```
+    /// use deliloop::net::UdpSocket;
+    ///
+    /// deliloop::block_on(async {
+    ///     let s = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    ///     s.get_ref().get_ref().set_broadcast(true).unwrap();
+    ///     assert!(s.get_ref().get_ref().broadcast().unwrap());
+    /// });
+    /// ```
     pub fn get_ref(&self) -> &Async<net::UdpSocket> {
         &self.inner
     }
