@@ -42,7 +42,7 @@
 //! looper (on another thread, say) still deregisters from a valid epoll
 //! instance, never from a reused fd number.
 
-pub(crate) mod source;
+pub mod source;
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::io;

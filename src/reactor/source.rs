@@ -43,23 +43,30 @@
 //! on the loop thread: one CAS, one uncontended lock; the wake of a task of
 //! this loop goes to its local lane, with no queue push.
 //!
+//! `tests/loom_reactor.rs` checks the wake-up and tick arguments under
+//! loom (the items are `pub` only so that the model can reach them through
+//! a hidden re-export under `--cfg loom`).
+//!
 //! Spurious readiness is always safe (the operation fails with
 //! `WouldBlock` and clears it), so a slab key reused after a
 //! deregistration needs no generation: a stale event only makes the new
 //! source try once.
 
 use std::io;
+use std::ops::DerefMut;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
+
+use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 use slab::Slab;
 
 /// A direction of readiness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Dir {
+pub enum Dir {
+    /// Reading (and accepting).
     Read = 0,
+    /// Writing (and connecting).
     Write = 1,
 }
 
@@ -84,13 +91,15 @@ const TICK: usize = 1 << FLAGS;
 
 /// The readiness an event carries (from mio's event flags).
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Readiness {
-    pub(crate) read: bool,
-    pub(crate) write: bool,
+pub struct Readiness {
+    /// Readable.
+    pub read: bool,
+    /// Writable.
+    pub write: bool,
     /// The peer closed its side, or an error: reads end (sticky).
-    pub(crate) read_closed: bool,
+    pub read_closed: bool,
     /// Hang-up or error: writes fail (sticky).
-    pub(crate) write_closed: bool,
+    pub write_closed: bool,
 }
 
 /// Wakers of one direction.
@@ -113,7 +122,7 @@ impl Waiting {
 }
 
 /// A registered source, shared by its `Async` and the reactor's slab.
-pub(crate) struct Source {
+pub struct Source {
     pub(crate) key: usize,
     pub(crate) fd: RawFd,
     readiness: AtomicUsize,
@@ -128,7 +137,8 @@ fn store(slot: &mut Option<Waker>, waker: &Waker) {
 }
 
 impl Source {
-    pub(crate) fn new(key: usize, fd: RawFd) -> Source {
+    /// A source in slab slot `key` for `fd`, both directions ready.
+    pub fn new(key: usize, fd: RawFd) -> Source {
         Source {
             key,
             fd,
@@ -137,7 +147,7 @@ impl Source {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, [Waiting; 2]> {
+    fn lock(&self) -> impl DerefMut<Target = [Waiting; 2]> + '_ {
         // No user code runs under this lock, so it cannot be poisoned by a
         // panic that matters; take it either way.
         self.wakers.lock().unwrap_or_else(|e| e.into_inner())
@@ -145,7 +155,7 @@ impl Source {
 
     /// Loop thread: an event arrived. Bumps the tick, sets the directions,
     /// and moves the wakers of those directions into `out`.
-    pub(crate) fn set_ready(&self, r: Readiness, out: &mut Vec<Waker>) {
+    pub fn set_ready(&self, r: Readiness, out: &mut Vec<Waker>) {
         let flag = |on: bool, bit: usize| if on { bit } else { 0 };
         let bits = flag(r.read, READ)
             | flag(r.write, WRITE)
@@ -168,7 +178,7 @@ impl Source {
 
     /// Loop thread, when the looper goes away: marks the source closed and
     /// moves every waker into `out`, so waiters learn of it.
-    pub(crate) fn close(&self, out: &mut Vec<Waker>) {
+    pub fn close(&self, out: &mut Vec<Waker>) {
         self.readiness.fetch_or(CLOSED, Ordering::AcqRel);
         let mut wakers = self.lock();
         for w in wakers.iter_mut() {
@@ -193,7 +203,7 @@ impl Source {
     ///
     /// # Errors
     /// If the looper this source was registered with is gone.
-    pub(crate) fn poll_ready(&self, dir: Dir, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    pub fn poll_ready(&self, dir: Dir, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         if let Some(r) = self.check(dir) {
             return Poll::Ready(r);
         }
@@ -206,7 +216,7 @@ impl Source {
 
     /// As [`poll_ready`](Self::poll_ready), with the waker in a waiter slot
     /// of its own (allocated on first use, in `*key`).
-    pub(crate) fn poll_ready_waiter(
+    pub fn poll_ready_waiter(
         &self,
         dir: Dir,
         key: &mut Option<usize>,
@@ -230,14 +240,14 @@ impl Source {
     }
 
     /// Frees a waiter slot.
-    pub(crate) fn remove_waiter(&self, dir: Dir, key: usize) {
+    pub fn remove_waiter(&self, dir: Dir, key: usize) {
         self.lock()[dir as usize].waiters.try_remove(key);
     }
 
     /// An operation failed with `WouldBlock` (or a stream transfer came up
     /// short) after seeing `tick`: clears the direction unless an event
     /// came since. The sticky hang-up bits stay.
-    pub(crate) fn clear(&self, dir: Dir, tick: usize) {
+    pub fn clear(&self, dir: Dir, tick: usize) {
         let _ = self
             .readiness
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
