@@ -29,10 +29,10 @@
 //! ```
 //!
 //! # Name resolution
-//! Addresses are [`ToSocketAddrs`](std::net::ToSocketAddrs): a literal
+//! Addresses are `std::net::ToSocketAddrs`: a literal
 //! address resolves without a syscall; a host name is resolved by the
 //! system resolver on the loop thread, which blocks the loop while it
-//! runs. Pass a [`SocketAddr`](std::net::SocketAddr) in a latency-critical
+//! runs. Pass a `std::net::SocketAddr` in a latency-critical
 //! loop.
 //!
 //! # Errors
