@@ -38,6 +38,10 @@
 //! direction, the last task's, as async-io's `poll_readable` does: one
 //! reading task and one writing task at a time.
 //!
+//! # Closing
+//! `poll_close` of `Async<T>` only flushes; the [`crate::net`] stream
+//! types shut down their write side, so the peer reads end of file.
+//!
 //! # Cooperation
 //! An operation on a ready source returns without yielding. A task that
 //! loops over a source that is always ready (a pipe that never runs dry)
@@ -144,7 +148,8 @@ impl<T> Async<T> {
         self.io.as_ref().expect("present until into_inner or drop")
     }
 
-    /// The inner source, mutably.
+    /// The inner source, mutably. Do not replace it through this
+    /// reference: the registration belongs to the original fd.
     ///
     /// ```
     /// use std::io::Write;
