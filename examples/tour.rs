@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use deliloop::net::{TcpListener, TcpStream, UdpSocket};
 use deliloop::time::{interval, sleep, timeout};
 use deliloop::{Looper, Tag};
+use futures::io::{AsyncReadExt, AsyncWriteExt};
 
 fn main() {
     let start = Instant::now();
@@ -127,7 +129,59 @@ fn main() {
     }
     println!("[{}] run_sync            -> {}", t(), asker.join().unwrap());
 
-    // 8. a producer thread posting, like Android's Handler; then quit_safely.
+    // 8. I/O: a TCP echo over loopback and a UDP datagram, on the same loop.
+    looper.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = deliloop::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            let mut buf = [0; 64];
+            loop {
+                let n = (&s).read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break;
+                }
+                (&s).write_all(&buf[..n]).await.unwrap();
+            }
+        });
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.set_nodelay(true).unwrap();
+        let s = Instant::now();
+        let mut buf = [0; 8];
+        for i in 0..1000u64 {
+            c.write_all(&i.to_le_bytes()).await.unwrap();
+            c.read_exact(&mut buf).await.unwrap();
+            assert_eq!(u64::from_le_bytes(buf), i);
+        }
+        let per = s.elapsed() / 1000;
+        drop(c);
+        server.await;
+        println!(
+            "[{}] TCP echo x1000      -> {:.1} µs per round trip (both ends on this loop)",
+            t(),
+            per.as_secs_f64() * 1e6
+        );
+        let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        a.send_to(b"datagram", b.local_addr().unwrap())
+            .await
+            .unwrap();
+        let mut buf = [0; 16];
+        let (n, _) = b.recv_from(&mut buf).await.unwrap();
+        println!(
+            "[{}] UDP                 -> received {:?}",
+            t(),
+            std::str::from_utf8(&buf[..n]).unwrap()
+        );
+    });
+    println!(
+        "[{}] I/O stats           -> {} sources registered now, {} events",
+        t(),
+        looper.stats().io_sources,
+        looper.stats().io_events
+    );
+
+    // 9. a producer thread posting, like Android's Handler; then quit_safely.
     let ran = Arc::new(AtomicUsize::new(0));
     let producer = {
         let (h, ran) = (h.clone(), ran.clone());

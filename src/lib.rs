@@ -15,9 +15,18 @@
 
 pub mod embed;
 mod error;
+#[cfg(feature = "hyper")]
+pub mod hyper;
+pub mod io;
 #[cfg(feature = "legacy")]
 pub mod legacy;
+pub mod net;
 pub mod queue;
+mod reactor;
+/// The readiness state of one I/O source, for the loom model only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use reactor::source as __loom_source;
 mod runtime;
 pub mod stats;
 pub(crate) mod sync;

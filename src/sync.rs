@@ -7,13 +7,13 @@
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
-    pub(crate) use loom::sync::Arc;
+    pub(crate) use loom::sync::{Arc, Mutex};
 }
 
 #[cfg(not(loom))]
 mod imp {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
-    pub(crate) use std::sync::Arc;
+    pub(crate) use std::sync::{Arc, Mutex};
 
     /// A `std::cell::UnsafeCell` with loom's closure-based API, so the same
     /// code compiles with and without loom.

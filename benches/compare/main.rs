@@ -1,7 +1,7 @@
 //! deliloop against its peers, interleaved in one process.
 //!
 //! `cargo bench --bench compare -- [--quick] [--json PATH] [--only A,B,...]`
-//! (`--only` takes workload letters: A, B, ..., G, G2, H, T, floor)
+//! (`--only` takes workload letters: A, B, ..., G, G2, H, I, T, floor)
 //!
 //! Every workload runs each implementation in turn (A B C A B C ...) for a
 //! number of rounds, so drift and noise on this shared machine hit all of
@@ -13,6 +13,7 @@
 #![allow(missing_docs)]
 
 mod cancel;
+mod echo;
 mod enqueue;
 mod floors;
 mod insert;
@@ -84,6 +85,7 @@ fn main() {
         ("G2", stall::workloads_g2),
         ("H", ring::workloads),
         ("H", server::workloads),
+        ("I", echo::workloads),
         ("T", lateness::workloads),
         ("floor", floors::workloads),
     ];

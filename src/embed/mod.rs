@@ -159,6 +159,7 @@ impl Core {
     pub(crate) fn host_resume(&self) {
         if self.host_armed.replace(false) {
             self.parker.borrow_mut().drain_events();
+            self.io_deliver();
             self.queue.borrow_mut().wake();
         }
     }
@@ -214,6 +215,8 @@ impl Core {
         if dispatched == 0 {
             self.run_idle();
         }
+        // A busy host loop still collects I/O readiness each call.
+        self.io_after_dispatch(dispatched > 0);
         if self.check_quit() {
             return quit(dispatched);
         }

@@ -61,7 +61,9 @@ impl Builder {
     /// Before parking, spin this long watching for posts. Off by default.
     /// It trades a core's time for wake-up latency: a post that arrives
     /// while spinning is seen in well under a microsecond instead of the
-    /// ~50 µs a parked thread takes to wake.
+    /// ~50 µs a parked thread takes to wake. The spin watches the queue
+    /// only: socket readiness that arrives meanwhile is seen when the spin
+    /// ends and the loop polls epoll.
     pub fn spin_before_park(mut self, spin: Duration) -> Self {
         self.spin = spin;
         self

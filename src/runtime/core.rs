@@ -16,11 +16,15 @@ use super::message::Entry;
 use super::park::Parker;
 use super::remote::Remote;
 use crate::queue::DeliQueue;
+use crate::reactor::IoDriver;
 use crate::stats::Counters;
 
 /// The loop thread's state. Only the loop thread touches it; no borrow of
 /// its cells is held while user code runs.
 pub(crate) struct Core {
+    /// The reactor (`crate::reactor`); first, so it is dropped (waking its
+    /// waiters) while the rest of the loop is still whole.
+    pub(crate) io: IoDriver,
     pub(crate) remote: Arc<Remote>,
     pub(crate) queue: RefCell<DeliQueue<Entry>>,
     /// Tasks woken on the loop thread itself: no node, no atomics.
@@ -59,6 +63,7 @@ impl Core {
         cfg: &Builder,
     ) -> Core {
         Core {
+            io: IoDriver::default(),
             remote,
             queue: RefCell::new(queue),
             local: RefCell::new(VecDeque::new()),

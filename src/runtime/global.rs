@@ -69,3 +69,9 @@ where
 {
     task::spawn_local(context::current_remote("deliloop::spawn_local"), future)
 }
+
+/// Runs `f` with the core of this thread's default looper (the one the
+/// crate-level [`block_on`] created), if there is one.
+pub(crate) fn with_default_core<R>(f: impl FnOnce(&super::core::Core) -> R) -> Option<R> {
+    DEFAULT.with(|d| d.borrow().as_ref().map(|l| f(l.core())))
+}

@@ -86,6 +86,10 @@ impl fmt::Debug for Looper {
 }
 
 impl Looper {
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
+    }
+
     pub(crate) fn from_core(core: Core) -> Looper {
         Looper {
             core: Rc::new(core),
@@ -228,6 +232,9 @@ impl Looper {
             limbo: limbo as u64,
             limbo_peak: limbo_peak as u64,
             idle_panics: c.idle_panics.get(),
+            io_sources: self.core.io_sources() as u64,
+            io_events: c.io_events.get(),
+            io_polls: c.io_polls.get(),
         }
     }
 }

@@ -35,7 +35,7 @@ impl Parker {
         Ok((
             Parker {
                 poll,
-                events: Events::with_capacity(64),
+                events: Events::with_capacity(256),
                 timer,
                 armed: false,
             },
@@ -43,9 +43,15 @@ impl Parker {
         ))
     }
 
-    #[allow(dead_code)]
+    /// The epoll registry, for the reactor (`crate::reactor`).
     pub(crate) fn registry(&self) -> &Registry {
         self.poll.registry()
+    }
+
+    /// The events of the last poll, for the reactor to deliver the I/O
+    /// ones (tokens past the waker and the timer).
+    pub(crate) fn events(&self) -> &Events {
+        &self.events
     }
 
     /// For a host loop that waits on the epoll fd itself: arms the timer so

@@ -80,6 +80,7 @@ impl Core {
         let sleep = wake_at.map(|w| Duration::from_nanos(w.saturating_sub(self.now_ticks())));
         Counters::bump(&self.counters.parks);
         self.parker.borrow_mut().park(sleep);
+        self.io_deliver();
         self.queue.borrow_mut().wake();
     }
 
@@ -120,6 +121,7 @@ impl Core {
             }
             dispatched = self.dispatch();
         }
+        self.io_after_dispatch(true);
         self.turn_result(dispatched, false)
     }
 

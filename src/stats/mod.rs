@@ -46,6 +46,15 @@ pub struct Stats {
     pub limbo_peak: u64,
     /// Idle handlers that panicked (each was removed; the loop went on).
     pub idle_panics: u64,
+    /// I/O sources ([`io::Async`](crate::io::Async) and the `net` types)
+    /// registered with this looper now.
+    pub io_sources: u64,
+    /// I/O readiness events delivered to sources.
+    pub io_events: u64,
+    /// Zero-timeout `epoll_wait` calls made by busy turns to collect I/O
+    /// events (at most one per turn, and none while no source is
+    /// registered).
+    pub io_polls: u64,
 }
 
 /// The loop thread's own counters.
@@ -59,6 +68,8 @@ pub(crate) struct Counters {
     pub(crate) dropped_on_quit: Cell<u64>,
     pub(crate) tasks_cancelled: Cell<u64>,
     pub(crate) idle_panics: Cell<u64>,
+    pub(crate) io_events: Cell<u64>,
+    pub(crate) io_polls: Cell<u64>,
 }
 
 impl Counters {
