@@ -20,9 +20,11 @@ use std::fmt;
 pub enum PostError<T> {
     /// The looper has quit (or was dropped); nothing will run any more.
     Quit(T),
-    /// The backlog reached its high watermark; retry later. Reserved for
-    /// flood control (backlog watermarks), which is not built yet: no post
-    /// returns it today.
+    /// The backlog is at its high watermark
+    /// ([`Builder::backlog_watermarks`](crate::Builder::backlog_watermarks)):
+    /// retry later, or wait with
+    /// [`Handle::post_async`](crate::Handle::post_async). Never returned
+    /// without watermarks, nor by `run_sync`.
     Full(T),
 }
 
@@ -37,6 +39,11 @@ impl<T> PostError<T> {
     /// Whether the looper has quit.
     pub fn is_quit(&self) -> bool {
         matches!(self, PostError::Quit(_))
+    }
+
+    /// Whether the backlog was at its high watermark.
+    pub fn is_full(&self) -> bool {
+        matches!(self, PostError::Full(_))
     }
 }
 

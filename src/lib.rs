@@ -31,11 +31,14 @@ mod runtime;
 pub mod stats;
 pub(crate) mod sync;
 pub mod time;
+#[cfg(feature = "trace")]
+pub mod trace;
+mod util;
 
 pub use error::PostError;
 pub use runtime::{
     block_on, spawn, spawn_local, BarrierToken, Builder, Handle, IdleId, Looper, MessageBuilder,
-    MessageId, MessageInfo, Printer, Tag, Task, Turn, UnknownBarrier, DEFAULT_BUDGET,
+    MessageId, MessageInfo, PostAsync, Printer, Tag, Task, Turn, UnknownBarrier, DEFAULT_BUDGET,
 };
 
 /// The README's code blocks, compiled and run as doctests.

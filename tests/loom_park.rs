@@ -87,7 +87,7 @@ fn barrier_removal_vs_post_and_park_no_lost_wakeup() {
         let mut q = DeliQueue::new();
         let eventfd = Arc::new(Notify::new());
         let p = q.producer();
-        let (barrier, _) = p.push_barrier(0u32, 0).unwrap();
+        let (barrier, _) = p.push_barrier(0u32, 0, 0).unwrap();
         q.maintain();
         let poster = {
             let (p, e) = (p.clone(), eventfd.clone());
@@ -120,7 +120,7 @@ fn a_held_post_does_not_wake_a_parked_loop() {
     loom::model(|| {
         let mut q = DeliQueue::new();
         let p = q.producer();
-        let (_barrier, _) = p.push_barrier(0u32, 0).unwrap();
+        let (_barrier, _) = p.push_barrier(0u32, 0, 0).unwrap();
         q.maintain();
         assert!(q.prepare_sleep(None));
         let poster = thread::spawn(move || {

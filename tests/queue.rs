@@ -377,7 +377,7 @@ fn a_barrier_holds_sync_items_and_lets_async_ones_through_in_order() {
     let mut q = DeliQueue::new();
     let p = q.producer();
     let _ = p.push("before", 1).unwrap();
-    let (barrier, _) = p.push_barrier("barrier", 5).unwrap();
+    let (barrier, _) = p.push_barrier("barrier", 5, 0).unwrap();
     let _ = p.push("held1", 6).unwrap();
     let _ = p.push_with("async1", Push::at(6).asynchronous()).unwrap();
     let _ = p.push("held2", 7).unwrap();
@@ -398,7 +398,7 @@ fn a_barrier_holds_sync_items_and_lets_async_ones_through_in_order() {
 fn a_push_behind_a_barrier_does_not_wake_and_removing_it_does() {
     let mut q = DeliQueue::new();
     let p = q.producer();
-    let (barrier, pushed) = p.push_barrier((), 10).unwrap();
+    let (barrier, pushed) = p.push_barrier((), 10, 0).unwrap();
     assert!(!pushed.wake);
     q.maintain();
     assert!(q.prepare_sleep(None));
@@ -445,7 +445,7 @@ fn a_cancel_before_sleeping_keeps_the_consumer_awake() {
 fn drain_returns_barriers_too() {
     let mut q = DeliQueue::new();
     let p = q.producer();
-    let (_b, _) = p.push_barrier("b", 1).unwrap();
+    let (_b, _) = p.push_barrier("b", 1, 0).unwrap();
     let _ = p.push("x", 2).unwrap();
     q.close();
     let d = q.drain();

@@ -171,7 +171,7 @@ impl Core {
         if self.quit_done.get() {
             return None;
         }
-        if !self.local.borrow().is_empty() {
+        if !self.local.borrow().is_empty() || self.flood_retry.get() {
             return Some(self.work_remains());
         }
         let now = self.now_ticks();
@@ -179,7 +179,13 @@ impl Core {
         let Idle::Asleep { deadline } = idle else {
             return Some(self.work_remains());
         };
-        let timeout = deadline.map(|d| Duration::from_nanos(d - now));
+        // The sweep may have dropped a cancelled payload whose destructor
+        // woke a task on this thread (the local lane, no push): look again.
+        if !self.local.borrow().is_empty() {
+            self.queue.borrow_mut().wake();
+            return Some(self.work_remains());
+        }
+        let timeout = deadline.map(|d| Duration::from_nanos(d.saturating_sub(self.now_ticks())));
         self.parker.borrow_mut().arm_for_host(timeout);
         self.host_armed.set(true);
         deadline.map(|d| self.remote.instant_of(d))

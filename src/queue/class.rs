@@ -83,6 +83,11 @@ impl<V: Copy> Class<V> {
         }
     }
 
+    pub(crate) fn for_each(&self, mut f: impl FnMut(Key, V)) {
+        self.heap.iter().for_each(|&(k, v)| f(k, v));
+        self.lane.iter().for_each(|&(k, v)| f(k, v));
+    }
+
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(V) -> bool) {
         self.heap.retain(|_, &v| keep(v));
         self.lane.retain(|&(_, v)| keep(v));

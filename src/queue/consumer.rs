@@ -8,8 +8,8 @@ use super::class::{earlier, Class, Slot};
 use super::gate::Limbo;
 use super::heap::Key;
 use super::node::{
-    Node, BARRIER, COUNTED, FRONT, HEAP_DONE, LIST_DONE, PASSES, PAYLOAD_GONE, REMOVED, RETIRED,
-    SWEPT, TAKEN, TICKET,
+    Node, BARRIER, COUNTED, FRONT, HEAP_DONE, LIFE_MASK, LIST_DONE, PASSES, PAYLOAD_GONE, REMOVED,
+    RETIRED, SWEPT, TAKEN, TICKET, USER_SHIFT, WALKED,
 };
 use super::producer::{ItemInfo, Producer};
 use super::shared::Shared;
@@ -106,6 +106,22 @@ pub struct DeliQueue<T> {
     /// Set by `Drop`: keep cancelled payloads until the structure is handed
     /// over, so a panicking destructor cannot skip the hand-over.
     hold_drops: bool,
+    /// Node flags of the items [`counts`](DeliQueue::counts) counts.
+    counted: u32,
+    counts: Counts,
+}
+
+/// What happened to the items whose user flags intersect the mask given to
+/// [`DeliQueue::set_counted`], counted by the consumer as it sees them (no
+/// atomics on any path).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Accepted and swept in.
+    pub accepted: u64,
+    /// Cancelled by their [`Ticket`](super::Ticket).
+    pub cancelled: u64,
+    /// Removed by [`Producer::remove_where`].
+    pub removed: u64,
 }
 
 // SAFETY: the consumer may move to another thread with its items (`T: Send`);
@@ -149,6 +165,8 @@ impl<T> DeliQueue<T> {
             returned_len: 0,
             to_drop: Vec::new(),
             hold_drops: false,
+            counted: 0,
+            counts: Counts::default(),
         }
     }
 
@@ -401,6 +419,64 @@ impl<T> DeliQueue<T> {
         });
     }
 
+    /// Counts, in [`counts`](Self::counts), the items pushed with any of the
+    /// user `flags` ([`Push::flags`](super::Push::flags)): how many were
+    /// accepted, cancelled by ticket, removed by predicate. Set it before
+    /// the first push to count them all.
+    ///
+    /// ```
+    /// use deliloop::queue::{DeliQueue, Push};
+    ///
+    /// let mut q = DeliQueue::new();
+    /// q.set_counted(1);
+    /// let p = q.producer();
+    /// let (t, _) = p.push_cancellable("a", Push::at(5).flags(1)).unwrap();
+    /// p.push_with("b", Push::at(5).flags(1).tag(2)).unwrap();
+    /// p.push_with("c", Push::at(5)).unwrap(); // not counted
+    /// t.cancel();
+    /// p.remove_where(|i| i.tag() == Some(2));
+    /// q.maintain();
+    /// let c = q.counts();
+    /// assert_eq!((c.accepted, c.cancelled, c.removed), (2, 1, 1));
+    /// ```
+    pub fn set_counted(&mut self, flags: u8) {
+        self.counted = (flags as u32) << USER_SHIFT;
+    }
+
+    /// The counts of [`set_counted`](Self::set_counted)'s items, as of the
+    /// last sweep.
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// Tombstones (cancelled entries still in the heap, removed lazily).
+    pub fn tombstones(&self) -> usize {
+        self.tombstones
+    }
+
+    /// Visits every pending item in `(when, seq)` order (barriers
+    /// included), with what it was pushed with and a reference to its
+    /// payload. Sweeps first. For diagnostics (`Looper::dump`): it sorts a
+    /// copy of the pending set, O(n log n).
+    pub fn for_each_pending(&mut self, mut f: impl FnMut(&ItemInfo, &T)) {
+        self.maintain();
+        let mut all: Vec<(Key, *mut Node<T>)> = Vec::with_capacity(self.heap_len());
+        self.sync.for_each(|k, n| all.push((k, n)));
+        self.asyn.for_each(|k, n| all.push((k, n)));
+        all.sort_by_key(|&(k, _)| (k.when, k.seq));
+        for (_, node) in all {
+            // SAFETY: class entries point at live nodes; the consumer may
+            // read a pending node's payload (nobody else touches it until
+            // the consumer moves it out).
+            unsafe {
+                if (*node).is_queued() {
+                    let info = ItemInfo::of(&*node);
+                    (*node).payload.with(|p| f(&info, (*p).assume_init_ref()));
+                }
+            }
+        }
+    }
+
     /// Nodes retired but not yet freed, because a walker may still stand on
     /// them. It exceeds `1024` only while a walker is inside
     /// [`Producer::remove_where`] or [`Producer::any`] (it grows by what the
@@ -457,6 +533,7 @@ impl<T> DeliQueue<T> {
             // SAFETY: as above; `prev` was set in the walk down.
             let n = unsafe { &*node };
             let meta = n.meta();
+            self.counts.accepted += u64::from(meta.flags & self.counted != 0);
             let seq = if meta.flags & FRONT != 0 {
                 self.seq_down -= 1;
                 self.seq_down
@@ -511,6 +588,14 @@ impl<T> DeliQueue<T> {
                 // nobody else may take a REMOVED node's payload.
                 unsafe {
                     debug_assert!(n.local() & SWEPT != 0);
+                    if n.meta().flags & self.counted != 0 {
+                        let by_walker = n.state.load(Ordering::Relaxed) & LIFE_MASK == WALKED;
+                        *if by_walker {
+                            &mut self.counts.removed
+                        } else {
+                            &mut self.counts.cancelled
+                        } += 1;
+                    }
                     self.to_drop.push(n.take_payload());
                     if n.local() & HEAP_DONE == 0 {
                         self.tombstones += 1;

@@ -124,6 +124,11 @@ impl<V, O: Order> MinHeap<V, O> {
         }
     }
 
+    /// The entries, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &(Key, V)> + '_ {
+        self.items.iter()
+    }
+
     /// Removes every entry, in no particular order.
     pub fn drain(&mut self) -> impl Iterator<Item = (Key, V)> + '_ {
         self.items.drain(..)

@@ -110,7 +110,7 @@
 //! * The consumer never blocks, spins or sleeps on another thread; the
 //!   only waits are its own `prepare_sleep` and the caller's park.
 
-pub use consumer::{DeliQueue, Idle, Popped};
+pub use consumer::{Counts, DeliQueue, Idle, Popped};
 
 /// Under loom only: counts of rare paths, so the models can show they
 /// reached them (plain std atomics, invisible to loom's scheduler).

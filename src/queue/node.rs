@@ -18,7 +18,8 @@
 //! # The state word
 //!
 //! ```text
-//!  bits 0-1  lifecycle: QUEUED (0) -> TAKEN (1, the consumer won) or REMOVED (2, a canceller won)
+//!  bits 0-1  lifecycle: QUEUED (0) -> TAKEN (1, the consumer won) or REMOVED (2, a ticket
+//!            won; 3, a predicate walker won)
 //!  bit  2    RETIRED: the consumer is done with the node (unlinked from heap and stack)
 //!  bits 3..  number of live tickets (cancel handles) pointing at the node
 //! ```
@@ -54,6 +55,9 @@ pub(crate) const LIFE_MASK: usize = 0b11;
 pub(crate) const QUEUED: usize = 0;
 pub(crate) const TAKEN: usize = 1;
 pub(crate) const REMOVED: usize = 2;
+/// REMOVED by a predicate walker rather than a ticket (both bits set, so
+/// `state & REMOVED` holds for either).
+pub(crate) const WALKED: usize = 3;
 pub(crate) const RETIRED: usize = 0b100;
 pub(crate) const TICKET: usize = 0b1000;
 

@@ -6,6 +6,7 @@ use std::ptr::NonNull;
 
 use super::node::{
     Node, BARRIER, FRONT, HAS_TAG, LIFE_MASK, PASSES, QUEUED, REMOVED, RETIRED, TICKET, USER_SHIFT,
+    WALKED,
 };
 use super::shared::Shared;
 use super::wait::WakeKind;
@@ -278,7 +279,10 @@ impl<T> Producer<T> {
     /// returns barriers too ([`ItemInfo::is_barrier`]).
     ///
     /// While a barrier holds sync items back, pushing more of them reports
-    /// no wake: the consumer could not run them anyway.
+    /// no wake: the consumer could not run them anyway. `flags` are user
+    /// flags, as [`Push::flags`]. A barrier removed by
+    /// [`remove_where`](Self::remove_where) (which sees it, with
+    /// [`ItemInfo::is_barrier`]) needs a `nudge` too.
     ///
     /// # Errors
     /// [`Closed`] with the item if the queue was closed.
@@ -288,7 +292,7 @@ impl<T> Producer<T> {
     ///
     /// let mut q = DeliQueue::new();
     /// let p = q.producer();
-    /// let (barrier, _) = p.push_barrier("barrier", 5).unwrap();
+    /// let (barrier, _) = p.push_barrier("barrier", 5, 0).unwrap();
     /// let _ = p.push("held", 6).unwrap();
     /// let _ = p.push_with("vsync", Push::at(7).asynchronous()).unwrap();
     /// assert_eq!(q.pop_due(10).map(|e| e.item), Some("vsync"));
@@ -300,8 +304,13 @@ impl<T> Producer<T> {
     ///
     /// [`DeliQueue::pop_due`]: super::DeliQueue::pop_due
     /// [`DeliQueue::drain`]: super::DeliQueue::drain
-    pub fn push_barrier(&self, item: T, when: u64) -> Result<(Ticket<T>, Pushed), Closed<T>> {
-        let mut opts = Push::at(when);
+    pub fn push_barrier(
+        &self,
+        item: T,
+        when: u64,
+        flags: u8,
+    ) -> Result<(Ticket<T>, Pushed), Closed<T>> {
+        let mut opts = Push::at(when).flags(flags);
         opts.barrier = true;
         self.push_cancellable(item, opts)
     }
@@ -369,8 +378,8 @@ impl<T> Producer<T> {
         self.walk(|node| {
             // SAFETY: `walk` hands out live nodes only.
             let n = unsafe { &*node };
-            if n.is_queued() && pred(&ItemInfo::of(n)) && n.claim(REMOVED) {
-                // SAFETY: this thread won QUEUED->REMOVED.
+            if n.is_queued() && pred(&ItemInfo::of(n)) && n.claim(WALKED) {
+                // SAFETY: this thread won QUEUED->REMOVED (as a walker).
                 unsafe { self.shared.push_free(node) };
                 removed += 1;
             }

@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::handle::Handle;
-use super::message::Entry;
+use super::message::{Entry, INTERNAL};
 use crate::error::PostError;
 use crate::queue::Ticket;
 
@@ -79,7 +79,13 @@ impl Handle {
     /// ```
     pub fn post_sync_barrier(&self) -> Result<BarrierToken, PostError<()>> {
         let now = self.remote.now_ticks();
-        match self.remote.producer.push_barrier(Entry::Barrier, now) {
+        // INTERNAL: message predicates (`remove_where`) never see it, so
+        // only its token removes it (and nudges the loop).
+        match self
+            .remote
+            .producer
+            .push_barrier(Entry::Barrier, now, INTERNAL)
+        {
             Ok((ticket, _)) => Ok(BarrierToken {
                 ticket: Arc::new(ticket),
                 looper: self.remote.id,

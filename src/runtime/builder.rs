@@ -5,10 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::core::Core;
+use super::flood::Flood;
 use super::looper::Looper;
+use super::message::MESSAGE;
 use super::park::Parker;
 use super::remote::{Remote, WakeHook};
 use crate::queue::DeliQueue;
+use crate::stats::Observer;
+use std::rc::Rc;
 
 /// Dispatches per turn before the loop looks at I/O, host events and the
 /// clock again (the default of [`Builder::budget`]).
@@ -33,6 +37,10 @@ pub struct Builder {
     pub(crate) early: Duration,
     pub(crate) budget: usize,
     pub(crate) hook: Option<WakeHook>,
+    pub(crate) watermarks: Option<(usize, usize)>,
+    pub(crate) slow_dispatch: Option<Duration>,
+    pub(crate) slow_delivery: Option<Duration>,
+    pub(crate) observer: Option<Rc<dyn Observer>>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -42,6 +50,10 @@ impl std::fmt::Debug for Builder {
             .field("early", &self.early)
             .field("budget", &self.budget)
             .field("wake_hook", &self.hook.is_some())
+            .field("watermarks", &self.watermarks)
+            .field("slow_dispatch", &self.slow_dispatch)
+            .field("slow_delivery", &self.slow_delivery)
+            .field("observer", &self.observer.is_some())
             .finish()
     }
 }
@@ -53,6 +65,10 @@ impl Default for Builder {
             early: Duration::ZERO,
             budget: DEFAULT_BUDGET,
             hook: None,
+            watermarks: None,
+            slow_dispatch: None,
+            slow_delivery: None,
+            observer: None,
         }
     }
 }
@@ -125,16 +141,110 @@ impl Builder {
         self
     }
 
+    /// Flood control: at `high` pending posted messages, `post` fails with
+    /// [`PostError::Full`](crate::PostError::Full) and
+    /// [`Handle::post_async`](crate::Handle::post_async) waits; waiters are
+    /// released in FIFO order once the backlog falls to `low`, as many as
+    /// fit under `high`. The backlog counts posted messages (future-dated
+    /// ones included), not task wakes, timers, barriers or `run_sync`. Off
+    /// by default: posting is unbounded. `low` is capped at `high - 1`.
+    ///
+    /// ```
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::builder().backlog_watermarks(48, 64).build().unwrap();
+    /// let h = looper.handle();
+    /// for _ in 0..64 {
+    ///     h.post(|| {}).unwrap();
+    /// }
+    /// assert!(h.post(|| {}).unwrap_err().is_full());
+    /// ```
+    pub fn backlog_watermarks(mut self, low: usize, high: usize) -> Self {
+        self.watermarks = Some((low, high));
+        self
+    }
+
+    /// [`backlog_watermarks`](Self::backlog_watermarks) with the low mark
+    /// from the measured default: `high - 2 * sqrt(high)` (see
+    /// `flood::default_gap` and the table in BENCHMARKS.md).
+    ///
+    /// ```
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::builder().backlog_limit(1024).build().unwrap();
+    /// # drop(looper);
+    /// ```
+    pub fn backlog_limit(self, high: usize) -> Self {
+        let high = high.max(1);
+        self.backlog_watermarks(high - super::flood::default_gap(high).min(high), high)
+    }
+
+    /// Logs (through `tracing`, target `deliloop`, level WARN) every
+    /// dispatch that runs longer than `d`, as Android's
+    /// `setSlowLogThresholdMs`; counted in `Stats::slow_dispatches`. With a
+    /// threshold set, every dispatch is timed.
+    pub fn slow_dispatch_threshold(mut self, d: Duration) -> Self {
+        self.slow_dispatch = Some(d);
+        self
+    }
+
+    /// Logs a dispatch that starts more than `d` after its due time, then
+    /// stays quiet until an entry is delivered within 10 ms of due again
+    /// (Android's behaviour: one line per backlog, not one per message);
+    /// counted in `Stats::slow_deliveries`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::builder()
+    ///     .slow_dispatch_threshold(Duration::from_millis(50))
+    ///     .slow_delivery_threshold(Duration::from_millis(100))
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(looper);
+    /// ```
+    pub fn slow_delivery_threshold(mut self, d: Duration) -> Self {
+        self.slow_delivery = Some(d);
+        self
+    }
+
+    /// Sets an [`Observer`] called around every dispatch (Android's
+    /// `Looper.setObserver`).
+    pub fn observer(mut self, o: impl Observer + 'static) -> Self {
+        self.observer = Some(Rc::new(o));
+        self
+    }
+
+    /// The default gap between the watermarks that
+    /// [`backlog_limit`](Self::backlog_limit) uses for `high`: `2 * sqrt(high)`,
+    /// rounded, within `1..high`.
+    ///
+    /// ```
+    /// assert_eq!(deliloop::Builder::default_gap(1024), 64);
+    /// ```
+    pub fn default_gap(high: usize) -> usize {
+        super::flood::default_gap(high)
+    }
+
     /// Creates the looper.
     ///
     /// # Errors
-    /// If the epoll instance or the eventfd cannot be created (for example
-    /// when the process is out of file descriptors). Without a timerfd the
-    /// loop still works, with millisecond timer precision.
+    /// If the epoll instance, the eventfd or the timerfd cannot be created
+    /// (for example when the process is out of file descriptors).
     pub fn build(self) -> io::Result<Looper> {
         let (parker, waker) = Parker::new()?;
-        let queue = DeliQueue::new();
-        let remote = Arc::new(Remote::new(queue.producer(), waker, self.hook.clone()));
+        let mut queue = DeliQueue::new();
+        queue.set_counted(MESSAGE);
+        let flood = self
+            .watermarks
+            .map(|(low, high)| Arc::new(Flood::new(low, high)));
+        let remote = Arc::new(Remote::new(
+            queue.producer(),
+            waker,
+            self.hook.clone(),
+            flood,
+        ));
         let core = Core::new(remote, queue, parker, &self);
         Ok(Looper::from_core(core))
     }

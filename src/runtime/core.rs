@@ -12,12 +12,20 @@ use slab::Slab;
 
 use super::builder::Builder;
 use super::idle::{IdleHandlers, Printer};
+use super::measure::Timing;
 use super::message::Entry;
 use super::park::Parker;
 use super::remote::Remote;
 use crate::queue::DeliQueue;
 use crate::reactor::IoDriver;
+use crate::stats::pressure::Psi;
 use crate::stats::Counters;
+use crate::stats::Histogram;
+use crate::sync::Ordering;
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// The loop thread's state. Only the loop thread touches it; no borrow of
 /// its cells is held while user code runs.
@@ -53,6 +61,23 @@ pub(crate) struct Core {
     /// Message logging (`Looper::set_message_logging`).
     pub(crate) printer: RefCell<Option<Printer>>,
     pub(crate) logging: Cell<bool>,
+    /// Pressure accounting (`stats/pressure.rs`).
+    pub(crate) psi: RefCell<Psi>,
+    /// Sampled histograms: scheduling delay, dispatch time.
+    pub(crate) hist: RefCell<(Histogram, Histogram)>,
+    pub(crate) sample: Cell<u32>,
+    /// Time every dispatch (a threshold, an observer or a trace is set).
+    pub(crate) time_all: Cell<bool>,
+    pub(crate) timing: Timing,
+    pub(crate) slow_delivery_seen: Cell<bool>,
+    /// Messages consumed (run, cancelled, removed, dropped) as last
+    /// published to the flood counter.
+    pub(crate) consumed_published: Cell<u64>,
+    /// The flood waiter lock was busy: look again soon.
+    pub(crate) flood_retry: Cell<bool>,
+    /// A trace being recorded (feature `trace`).
+    #[cfg(feature = "trace")]
+    pub(crate) trace: RefCell<Option<std::sync::Arc<crate::trace::Recorder>>>,
 }
 
 impl Core {
@@ -62,7 +87,7 @@ impl Core {
         parker: Parker,
         cfg: &Builder,
     ) -> Core {
-        Core {
+        let core = Core {
             io: IoDriver::default(),
             remote,
             queue: RefCell::new(queue),
@@ -82,7 +107,23 @@ impl Core {
             idle_ran: Cell::new(false),
             printer: RefCell::new(None),
             logging: Cell::new(false),
-        }
+            psi: RefCell::new(Psi::default()),
+            hist: RefCell::new((Histogram::new(), Histogram::new())),
+            sample: Cell::new(0),
+            time_all: Cell::new(false),
+            timing: Timing {
+                slow_dispatch: cfg.slow_dispatch.map(nanos),
+                slow_delivery: cfg.slow_delivery.map(nanos),
+                observer: cfg.observer.clone(),
+            },
+            slow_delivery_seen: Cell::new(false),
+            consumed_published: Cell::new(0),
+            flood_retry: Cell::new(false),
+            #[cfg(feature = "trace")]
+            trace: RefCell::new(None),
+        };
+        core.time_all.set(core.timing.all());
+        core
     }
 
     /// Pushes a same-thread wake onto the local lane.
@@ -101,6 +142,49 @@ impl Core {
         if !self.active_closed.get() {
             self.active.borrow_mut().try_remove(key);
         }
+    }
+
+    /// Posted messages pending, as the loop counts them (after a sweep).
+    pub(crate) fn backlog_now(&self) -> u64 {
+        let counts = self.queue.borrow().counts();
+        self.consumed_total()
+            .map_or(0, |consumed| counts.accepted.saturating_sub(consumed))
+    }
+
+    /// Messages that left the backlog: run, cancelled, removed, dropped.
+    pub(crate) fn consumed_total(&self) -> Option<u64> {
+        let counts = self.queue.borrow().counts();
+        let c = &self.counters;
+        Some(c.messages_run.get() + counts.cancelled + counts.removed + c.messages_dropped.get())
+    }
+
+    /// After a batch's sweep: notes the backlog's peak and publishes it.
+    pub(crate) fn note_backlog(&self) {
+        let b = self.backlog_now();
+        let peak = &self.counters.backlog_peak;
+        peak.set(peak.get().max(b));
+        self.remote.backlog.store(b, Ordering::Relaxed);
+        #[cfg(feature = "trace")]
+        self.trace_backlog(self.now_ticks(), b);
+    }
+
+    #[cfg(not(feature = "trace"))]
+    #[inline(always)]
+    pub(crate) fn trace_slice(&self, _: &crate::stats::Dispatch, _: u64, _: u64, _: Option<u64>) {}
+
+    #[cfg(not(feature = "trace"))]
+    #[inline(always)]
+    pub(crate) fn trace_park(&self, _: u64) {}
+
+    /// After a batch: gives the flood counter the messages consumed since
+    /// last time, and releases waiters there is room for.
+    pub(crate) fn after_batch(&self) {
+        let Some(flood) = &self.remote.flood else {
+            return;
+        };
+        let consumed = self.consumed_total().unwrap_or(0);
+        let n = consumed - self.consumed_published.replace(consumed);
+        self.flood_retry.set(!flood.consumed(n as usize));
     }
 
     pub(crate) fn now_ticks(&self) -> u64 {

@@ -19,6 +19,27 @@ use crate::queue::ItemInfo;
 use crate::stats::Counters;
 use crate::sync::Ordering;
 
+/// What a batch ran, for pressure accounting.
+#[derive(Default)]
+struct Batch {
+    done: usize,
+    /// The earliest due time among its entries.
+    earliest: Option<u64>,
+    /// The earliest due time among its entries after the first.
+    later: Option<u64>,
+}
+
+impl Batch {
+    #[inline]
+    fn saw(&mut self, due: u64) {
+        if self.done > 0 {
+            self.later = Some(self.later.map_or(due, |l| l.min(due)));
+        }
+        self.earliest = Some(self.earliest.map_or(due, |e| e.min(due)));
+        self.done += 1;
+    }
+}
+
 impl Core {
     /// Runs ready work: up to `budget` task polls from the local lane
     /// (including wakes made meanwhile), then up to `budget` due queue
@@ -33,54 +54,70 @@ impl Core {
     /// run time; what is left stays due, in order, for the next call).
     pub(crate) fn dispatch_until(&self, until: Option<Instant>) -> usize {
         let over = || until.is_some_and(|u| Instant::now() >= u);
-        let mut done = 0;
-        while done < self.budget && !self.stop.get() {
+        let start = self.now_ticks();
+        let mut batch = Batch::default();
+        while batch.done < self.budget && !self.stop.get() {
             let Some(runnable) = self.local.borrow_mut().pop_front() else {
                 break;
             };
-            Counters::bump(&self.counters.tasks_polled);
-            self.log_start("task", None);
-            runnable.run();
-            self.log_end("task", None);
-            done += 1;
+            // A same-thread wake is due when its batch starts.
+            batch.saw(start);
+            self.run_task(runnable, start);
             if over() {
                 break;
             }
         }
-        if self.stop.get() || (done > 0 && over()) {
-            self.end_batch(done);
-            return done;
+        if self.stop.get() || (batch.done > 0 && over()) {
+            return self.end_batch(start, batch);
         }
-        let now = self.now_ticks();
         self.front_posted.set(false);
-        self.queue.borrow_mut().maintain_at(now);
+        self.queue.borrow_mut().maintain_at(start);
+        self.note_backlog();
         for _ in 0..self.budget {
-            let Some(popped) = self.queue.borrow_mut().pop_swept(now) else {
+            let Some(popped) = self.queue.borrow_mut().pop_swept(start) else {
                 break;
             };
-            self.run_entry(popped.item, Some(&popped.info));
-            done += 1;
+            // A front post has `when == 0`; it is due from its batch's start.
+            let due = if popped.info.is_front() {
+                start
+            } else {
+                popped.when
+            };
+            batch.saw(due);
+            self.run_measured(popped.item, &popped.info, due);
             if self.stop.get() || over() {
                 break;
             }
             if self.front_posted.replace(false) {
-                self.queue.borrow_mut().maintain_at(now);
+                self.queue.borrow_mut().maintain_at(start);
             }
         }
-        self.end_batch(done);
-        done
+        self.end_batch(start, batch)
     }
 
-    fn end_batch(&self, done: usize) {
-        if done > 0 {
+    /// Closes a batch's accounting: pressure (one clock read, only if it
+    /// ran anything), the idle period, flood control.
+    fn end_batch(&self, start: u64, batch: Batch) -> usize {
+        let mut psi = self.psi.borrow_mut();
+        if batch.done > 0 {
             self.idle_ran.set(false);
+            let end = self.now_ticks();
+            psi.batch(start, end, batch.earliest, batch.later);
+        } else {
+            psi.update(start);
         }
+        drop(psi);
+        self.after_batch();
+        batch.done
     }
 
-    pub(crate) fn run_entry(&self, entry: Entry, info: Option<&ItemInfo>) {
+    /// Runs one entry; returns whether a posted closure panicked (the loop
+    /// caught it).
+    pub(crate) fn run_entry(&self, entry: Entry, info: Option<&ItemInfo>) -> bool {
         let kind = entry.kind();
         let tag = info.and_then(|i| i.tag());
         self.log_start(kind, tag);
+        let mut panicked = false;
         match entry {
             Entry::Task(runnable) => {
                 Counters::bump(&self.counters.tasks_polled);
@@ -95,30 +132,32 @@ impl Core {
                 Counters::bump(&self.counters.messages_run);
                 if catch_unwind(AssertUnwindSafe(|| m.run())).is_err() {
                     Counters::bump(&self.counters.message_panics);
+                    panicked = true;
                 }
             }
             Entry::Job(job) => {
                 // `run_sync` catches the closure's panic for its caller.
-                Counters::bump(&self.counters.messages_run);
+                Counters::bump(&self.counters.jobs_run);
                 job();
             }
             Entry::WakeMain | Entry::Barrier => {}
         }
         self.log_end(kind, tag);
+        panicked
     }
 
     /// With message logging on, prints Android's ">>>>> Dispatching to"
     /// line. The printer is taken out while it runs, so it may replace
     /// itself.
     #[inline]
-    fn log_start(&self, kind: &str, tag: Option<u64>) {
+    pub(crate) fn log_start(&self, kind: &str, tag: Option<u64>) {
         if self.logging.get() {
             self.log(">>>>> Dispatching to", kind, tag);
         }
     }
 
     #[inline]
-    fn log_end(&self, kind: &str, tag: Option<u64>) {
+    pub(crate) fn log_end(&self, kind: &str, tag: Option<u64>) {
         if self.logging.get() {
             self.log("<<<<< Finished to", kind, tag);
         }

@@ -5,11 +5,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::message::{unerase, Entry, MessageBuilder, MessageId, MessageInfo, Tag, When, INTERNAL};
+use super::message::{
+    unerase, MessageBuilder, MessageId, MessageInfo, Tag, When, INTERNAL, MESSAGE,
+};
 use super::remote::{Remote, QUIT, QUIT_SAFELY};
 use super::task::{self, Task};
 use crate::error::PostError;
 use crate::queue::Push;
+use crate::sync::Ordering;
 use crate::time::Sleep;
 
 /// A handle to a [`Looper`](crate::Looper): `Send + Sync + Clone`, usable
@@ -255,7 +258,29 @@ impl Handle {
         tag: Option<Tag>,
         asynchronous: bool,
     ) -> Result<MessageId, PostError<F>> {
+        self.post_inner(f, when, tag, asynchronous, false)
+    }
+
+    /// A post; `reserved` means a watermark slot is already held for it.
+    pub(crate) fn post_inner<F: FnOnce() + Send + 'static>(
+        &self,
+        f: F,
+        when: When,
+        tag: Option<Tag>,
+        asynchronous: bool,
+        reserved: bool,
+    ) -> Result<MessageId, PostError<F>> {
         let remote = &self.remote;
+        if let Some(flood) = &remote.flood {
+            if !reserved && (flood.waiting() > 0 || !flood.try_reserve()) {
+                flood.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(PostError::Full(f));
+            }
+        }
+        let local = super::context::with_core(remote.id, |core| {
+            crate::stats::Counters::bump(&core.counters.posted_local);
+        })
+        .is_some();
         let mut opts = match when {
             When::Now => Push::at(remote.now_ticks()),
             When::Delay(d) => Push::at(remote.ticks_after(d)),
@@ -263,7 +288,9 @@ impl Handle {
             When::Front => {
                 // A front post made on the loop thread runs next, even in
                 // the middle of a batch: tell the dispatch loop to look.
-                super::context::with_core(remote.id, |core| core.front_posted.set(true));
+                if local {
+                    super::context::with_core(remote.id, |core| core.front_posted.set(true));
+                }
                 Push::front()
             }
         };
@@ -273,9 +300,21 @@ impl Handle {
         if asynchronous {
             opts = opts.asynchronous();
         }
+        opts = opts.flags(MESSAGE);
         remote
-            .push_cancellable(Entry::Message(Box::new(f)), opts)
-            .map_err(|closed| PostError::Quit(unerase::<F>(closed.into_inner())))
+            .push_cancellable(super::message::boxed(f, remote), opts)
+            .map_err(|closed| {
+                if let Some(flood) = &remote.flood {
+                    flood.unreserve(1);
+                }
+                if local {
+                    super::context::with_core(remote.id, |core| {
+                        let c = &core.counters.posted_local;
+                        c.set(c.get() - 1);
+                    });
+                }
+                PostError::Quit(unerase::<F>(closed.into_inner()))
+            })
     }
 
     /// Cancels every pending message with this tag; returns how many. From

@@ -19,7 +19,6 @@ use super::remote::Remote;
 use super::task::{self, Task};
 use super::turn::Turn;
 use crate::queue::Push;
-use crate::stats::Stats;
 use crate::sync::{AtomicBool, Ordering};
 
 /// The waker of the future given to `block_on`.
@@ -203,39 +202,6 @@ impl Looper {
     /// When the earliest pending entry is due, if any.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.core.next_deadline()
-    }
-
-    /// Counters since creation.
-    pub fn stats(&self) -> Stats {
-        let c = &self.core.counters;
-        let (tasks, messages, timers) = (
-            c.tasks_polled.get(),
-            c.messages_run.get(),
-            c.timers_fired.get(),
-        );
-        let (pending, limbo, limbo_peak) = {
-            let mut q = self.core.queue.borrow_mut();
-            (q.len(), q.limbo_len(), q.limbo_peak())
-        };
-        let pending = pending + self.core.local.borrow().len();
-        Stats {
-            dispatched: tasks + messages + timers,
-            tasks_polled: tasks,
-            messages_run: messages,
-            timers_fired: timers,
-            message_panics: c.message_panics.get(),
-            parks: c.parks.get(),
-            wakeups: self.core.remote.wakeups.load(Ordering::Relaxed),
-            dropped_on_quit: c.dropped_on_quit.get(),
-            tasks_cancelled: c.tasks_cancelled.get(),
-            pending: pending as u64,
-            limbo: limbo as u64,
-            limbo_peak: limbo_peak as u64,
-            idle_panics: c.idle_panics.get(),
-            io_sources: self.core.io_sources() as u64,
-            io_events: c.io_events.get(),
-            io_polls: c.io_polls.get(),
-        }
     }
 }
 

@@ -17,6 +17,9 @@ use crate::queue::{ItemInfo, Ticket};
 /// User flag bit: the runtime's own entry (a task wake, a timer, a main
 /// wake, a barrier, a `run_sync` job), which message predicates never see.
 pub(crate) const INTERNAL: u8 = 0x80;
+/// User flag bit: a posted message (closures from `post*` and the message
+/// builder): what the backlog counts (`DeliQueue::set_counted`).
+pub(crate) const MESSAGE: u8 = 0x01;
 
 /// One entry of the loop's queue.
 pub(crate) enum Entry {
@@ -35,6 +38,14 @@ pub(crate) enum Entry {
 }
 
 impl Entry {
+    /// The trace flow that links this entry's post to its dispatch.
+    pub(crate) fn flow(&self) -> Option<u64> {
+        match self {
+            Entry::Message(m) => m.flow(),
+            _ => None,
+        }
+    }
+
     /// What the entry is, for logs.
     pub(crate) fn kind(&self) -> &'static str {
         match self {
@@ -60,6 +71,10 @@ pub(crate) struct TimerCell {
 pub(crate) trait Message: Send {
     fn run(self: Box<Self>);
     fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+    /// The trace flow id of the post, when tracing.
+    fn flow(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl<F: FnOnce() + Send + 'static> Message for F {
@@ -69,6 +84,18 @@ impl<F: FnOnce() + Send + 'static> Message for F {
     fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
         self
     }
+}
+
+/// The entry for a posted closure; while a trace records, it carries the
+/// flow id of the post (`trace.rs`).
+#[inline]
+pub(crate) fn boxed<F: FnOnce() + Send + 'static>(f: F, remote: &super::remote::Remote) -> Entry {
+    #[cfg(feature = "trace")]
+    if let Some(flow) = crate::trace::flow_start(remote) {
+        return Entry::Message(Box::new(crate::trace::Traced { flow, f }));
+    }
+    let _ = remote;
+    Entry::Message(Box::new(f))
 }
 
 /// Gets the closure back out of an entry that was refused.

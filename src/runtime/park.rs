@@ -25,9 +25,10 @@ impl Parker {
     pub(crate) fn new() -> io::Result<(Parker, mio::Waker)> {
         let poll = Poll::new()?;
         let waker = mio::Waker::new(poll.registry(), WAKER)?;
-        // Without a timerfd (fd exhaustion, old kernel) parking falls back to
-        // epoll's millisecond timeout: coarser, never wrong.
-        let timer = timerfd_create().ok();
+        // A timerfd is required: a host that waits on the epoll fd learns of
+        // deadlines only through it. Out of descriptors, `Looper::new`
+        // fails with the error.
+        let timer = Some(timerfd_create()?);
         if let Some(fd) = &timer {
             poll.registry()
                 .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;

@@ -1,9 +1,15 @@
 //! Quit: once the queue is closed, run what `quit_safely` allows, drop
 //! the rest (each entry once, counted) and cancel every live task.
+//!
+//! A destructor that panics while quit drops entries or tasks is caught and
+//! the rest are still dropped and counted: one bad payload cannot leak the
+//! others or skip task cancellation.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
 use super::core::Core;
+use super::message::{Entry, MESSAGE};
 use super::remote::QUIT_SAFELY;
 use crate::queue::Popped;
 use crate::stats::Counters;
@@ -19,6 +25,9 @@ impl Core {
             return false;
         }
         self.quit_done.set(true);
+        if let Some(flood) = &self.remote.flood {
+            flood.close();
+        }
         let safely = self.remote.quit_mode.load(Ordering::Acquire) == QUIT_SAFELY;
         let now = self.now_ticks();
         let drained = {
@@ -30,7 +39,7 @@ impl Core {
             let local: Vec<_> = self.local.borrow_mut().drain(..).collect();
             for runnable in local {
                 Counters::bump(&self.counters.tasks_polled);
-                runnable.run();
+                let _ = catch_unwind(AssertUnwindSafe(|| runnable.run()));
             }
         }
         // In (when, seq) order: once a barrier is passed, ordinary messages
@@ -43,14 +52,25 @@ impl Core {
             }
             let runnable = !held || info.is_asynchronous();
             if safely && when <= now && runnable && !self.stop.get() {
-                self.run_entry(item, Some(&info));
+                let _ = catch_unwind(AssertUnwindSafe(|| self.run_entry(item, Some(&info))));
             } else {
-                Counters::bump(&self.counters.dropped_on_quit);
-                drop(item);
+                self.drop_entry(item, info.flags() & MESSAGE != 0);
             }
         }
         self.cancel_tasks();
         true
+    }
+
+    /// Drops an entry at quit, counted; a panicking destructor is caught.
+    fn drop_entry(&self, item: Entry, message: bool) {
+        if matches!(item, Entry::Barrier) {
+            return;
+        }
+        Counters::bump(&self.counters.dropped_on_quit);
+        if message {
+            Counters::bump(&self.counters.messages_dropped);
+        }
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(item)));
     }
 
     /// Cancels every live task: wakes each (which schedules it on the local
@@ -68,14 +88,14 @@ impl Core {
             }
             for runnable in batch {
                 Counters::bump(&self.counters.tasks_cancelled);
-                drop(runnable);
+                let _ = catch_unwind(AssertUnwindSafe(|| drop(runnable)));
             }
             // Futures dropped here may have posted (refused) or woken
             // other tasks (onto the lane again): loop until quiet.
             let late = self.queue.borrow_mut().drain();
             for p in late {
-                Counters::bump(&self.counters.dropped_on_quit);
-                drop(p);
+                let message = p.info.flags() & MESSAGE != 0;
+                self.drop_entry(p.item, message);
             }
         }
     }

@@ -6,7 +6,11 @@ use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use super::flood::Flood;
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
+use crate::util::CachePadded;
 
 use super::message::{Entry, MessageId};
 use crate::queue::{Closed, Producer, Push};
@@ -31,6 +35,16 @@ pub(crate) struct Remote {
     pub(crate) owner: ThreadId,
     /// `Builder::wake_hook`, called with every wake-up.
     hook: Option<WakeHook>,
+    /// Backlog watermarks (`flood.rs`), if set.
+    pub(crate) flood: Option<Arc<Flood>>,
+    /// The backlog as the loop last counted it (for `Handle::backlog`
+    /// without watermarks); written once per batch, on a line of its own.
+    pub(crate) backlog: CachePadded<AtomicU64>,
+    /// A trace records (feature `trace`): posts start flows.
+    #[cfg(feature = "trace")]
+    pub(crate) tracing: crate::sync::AtomicBool,
+    #[cfg(feature = "trace")]
+    pub(crate) trace: std::sync::Mutex<Option<Arc<crate::trace::Recorder>>>,
 }
 
 /// The host's wake-up call (`Builder::wake_hook`).
@@ -41,6 +55,7 @@ impl Remote {
         producer: Producer<Entry>,
         waker: mio::Waker,
         hook: Option<WakeHook>,
+        flood: Option<Arc<Flood>>,
     ) -> Remote {
         Remote {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -51,6 +66,12 @@ impl Remote {
             quit_mode: AtomicU8::new(RUNNING),
             owner: thread::current().id(),
             hook,
+            flood,
+            backlog: CachePadded(AtomicU64::new(0)),
+            #[cfg(feature = "trace")]
+            tracing: crate::sync::AtomicBool::new(false),
+            #[cfg(feature = "trace")]
+            trace: std::sync::Mutex::new(None),
         }
     }
 
@@ -104,14 +125,22 @@ impl Remote {
         // An eventfd write; it can only fail if the counter would overflow,
         // and then the loop is awake anyway.
         let _ = self.waker.wake();
+        #[cfg(feature = "trace")]
+        crate::trace::wake_event(self);
         if let Some(hook) = &self.hook {
-            hook();
+            // A hook must not unwind out of a post: `run_sync` relies on
+            // nothing unwinding between its push and its wait. A panicking
+            // hook is contained here (the eventfd was written anyway).
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook()));
         }
     }
 
     pub(crate) fn quit(&self, mode: u8) {
-        // From a message or task on the loop: stop before anything else runs.
-        super::context::with_core(self.id, |core| core.stop.set(true));
+        // `quit()` from a message or task on the loop: stop before anything
+        // else runs. (`quit_safely` lets what is already due run.)
+        if mode == QUIT {
+            super::context::with_core(self.id, |core| core.stop.set(true));
+        }
         let _ = self
             .quit_mode
             .compare_exchange(RUNNING, mode, Ordering::AcqRel, Ordering::Acquire);

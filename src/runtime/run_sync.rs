@@ -2,8 +2,8 @@
 //! result (Android's `Handler.runWithScissors`).
 //!
 //! From another thread the closure travels as an asynchronous job entry
-//! (it passes sync barriers, and backlog limits never refuse it) and the
-//! caller blocks on a one-slot channel. The closure may borrow from the
+//! (it passes sync barriers, and backlog watermarks never refuse it) and
+//! the caller blocks on a one-slot channel. The closure may borrow from the
 //! caller's stack: the caller does not return before the closure has run
 //! or been dropped, because the channel's sender is dropped only after the
 //! closure (see `Job`), and the caller returns only once it has a result or
@@ -55,8 +55,9 @@ impl Handle {
     /// from the caller.
     ///
     /// # Errors
-    /// `PostError::Quit(())` if the looper has quit, or quits before
-    /// running `f` (then `f` was dropped unrun; nothing leaks).
+    /// From another thread: `PostError::Quit(())` if the looper has quit, or
+    /// quits before running `f` (then `f` was dropped unrun; nothing
+    /// leaks). On the owner thread `f` runs inline, quit or not.
     ///
     /// # Panics
     /// If `f` panics, the panic is resumed in the caller.
@@ -94,7 +95,20 @@ impl Handle {
         let opts = Push::at(self.remote.now_ticks())
             .flags(INTERNAL)
             .asynchronous();
-        if let Err(refused) = self.remote.push(Entry::Job(run), opts) {
+        // Should anything unwind out of the push once the job is queued,
+        // this guard waits for the job to run or be dropped first.
+        struct WaitOnUnwind<'a, R>(Option<&'a std::sync::mpsc::Receiver<Outcome<R>>>);
+        impl<R> Drop for WaitOnUnwind<'_, R> {
+            fn drop(&mut self) {
+                if let Some(rx) = self.0 {
+                    let _ = rx.recv();
+                }
+            }
+        }
+        let mut guard = WaitOnUnwind(Some(&rx));
+        let pushed = self.remote.push(Entry::Job(run), opts);
+        guard.0 = None;
+        if let Err(refused) = pushed {
             // Dropped here, before returning: nothing borrowed outlives it.
             drop(refused);
             return Err(PostError::Quit(()));

@@ -46,6 +46,12 @@ impl Core {
         if deadline.is_some_and(|d| d <= now) {
             return;
         }
+        // The flood waiter lock was busy: look again soon, never block on it.
+        let timeout = if self.flood_retry.get() {
+            Some(timeout.map_or(super::flood::RETRY, |t| t.min(super::flood::RETRY)))
+        } else {
+            timeout
+        };
         let limit = timeout.map(|t| now.saturating_add(t.as_nanos().min(u64::MAX as u128) as u64));
         let wake_at = match (deadline, limit) {
             (Some(d), Some(l)) => Some(d.min(l)),
@@ -70,15 +76,17 @@ impl Core {
         if !queue.prepare_sleep(wake_at) {
             return;
         }
-        // Same-thread wakes of the main future set the flag without a push;
-        // they all happened before this check.
-        if main.is_some_and(|m| m.woken.load(Ordering::Acquire)) {
+        // Same-thread wakes (of the main future, or of a task whose waker
+        // a payload dropped by the sweep above held) reach the flag or the
+        // local lane without a push: look at both after announcing the sleep.
+        if self.has_ready(main) {
             queue.wake();
             return;
         }
         drop(queue);
         let sleep = wake_at.map(|w| Duration::from_nanos(w.saturating_sub(self.now_ticks())));
         Counters::bump(&self.counters.parks);
+        self.trace_park(self.now_ticks());
         self.parker.borrow_mut().park(sleep);
         self.io_deliver();
         self.queue.borrow_mut().wake();

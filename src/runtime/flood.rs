@@ -1,0 +1,331 @@
+//! Flood control: backlog watermarks (after Linux's kswapd watermarks).
+//!
+//! With [`Builder::backlog_watermarks(low, high)`](crate::Builder::backlog_watermarks),
+//! at most `high` posted messages are pending; at `high`, `post` fails with
+//! [`PostError::Full`](crate::PostError::Full) and
+//! [`Handle::post_async`](crate::Handle::post_async) waits. Waiters are
+//! released in FIFO order once the backlog falls to `low`, only as many as
+//! fit under `high`. Without watermarks none of this runs.
+//!
+//! # Design
+//!
+//! | word | written by | read by |
+//! |---|---|---|
+//! | `backlog` | producers (a CAS that reserves one slot below `high`, or a release after a refused push); the loop (one `fetch_sub` per batch of consumed messages; one `fetch_add` per granted waiter, reserving its slot) | everyone |
+//! | `waiters` (a mutex) | producers (queue up, leave); the loop, with `try_lock` only | — |
+//! | `waiting` | under the `waiters` lock | everyone (a hint) |
+//! | a slot's `state` | the loop (WAITING -> GRANTED), quit (-> QUIT), under the lock | its waiter |
+//!
+//! No lost release: a producer queues up only under the lock, after
+//! failing to reserve under it with the list empty, or behind others. The
+//! loop publishes its decrement before it takes the lock. If the loop's
+//! `try_lock` comes after the producer's unlock, the loop sees the waiter;
+//! if before its lock, the producer's reservation under the lock sees the
+//! decrement. If `try_lock` fails (a producer is inside), the loop notes a
+//! retry and parks at most [`RETRY`] before looking again: it never blocks
+//! on the lock. A waiter dropped after its grant gives its slot back and
+//! asks the loop to look again.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, TryLockError};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use super::handle::Handle;
+use super::message::{MessageId, Tag, When};
+use crate::error::PostError;
+use crate::sync::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::util::CachePadded;
+
+/// How long a loop that could not take the waiter lock parks at most.
+pub(crate) const RETRY: Duration = Duration::from_millis(1);
+
+/// The default gap between the watermarks for a given `high`: `2 * sqrt(high)`
+/// rounded, at least 1, at most `high - 1` (from the table in
+/// BENCHMARKS.md, "Flood control").
+pub(crate) fn default_gap(high: usize) -> usize {
+    let g = (2.0 * (high as f64).sqrt()).round() as usize;
+    g.clamp(1, high.saturating_sub(1).max(1))
+}
+
+const WAITING: u8 = 0;
+const GRANTED: u8 = 1;
+const QUIT: u8 = 2;
+
+struct Slot {
+    state: AtomicU8,
+    waker: Mutex<Option<Waker>>,
+}
+
+pub(crate) struct Flood {
+    pub(crate) low: usize,
+    pub(crate) high: usize,
+    backlog: CachePadded<AtomicUsize>,
+    waiters: Mutex<VecDeque<Arc<Slot>>>,
+    waiting: AtomicUsize,
+    closed: AtomicBool,
+    /// A granted waiter left without posting: the loop should look again.
+    regrant: AtomicBool,
+    pub(crate) refused: AtomicU64,
+    pub(crate) waited: AtomicU64,
+}
+
+impl Flood {
+    pub(crate) fn new(low: usize, high: usize) -> Flood {
+        let high = high.max(1);
+        Flood {
+            low: low.min(high - 1),
+            high,
+            backlog: CachePadded(AtomicUsize::new(0)),
+            waiters: Mutex::new(VecDeque::new()),
+            waiting: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            regrant: AtomicBool::new(false),
+            refused: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
+        }
+    }
+
+    /// Reserves room for one message: false at `high`.
+    pub(crate) fn try_reserve(&self) -> bool {
+        let b = &self.backlog.0;
+        let mut cur = b.load(Ordering::Relaxed);
+        loop {
+            if cur >= self.high {
+                return false;
+            }
+            match b.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Gives back reserved room (a post that was then refused by quit).
+    pub(crate) fn unreserve(&self, n: usize) {
+        self.backlog.0.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// The loop: `n` messages left the backlog (run, cancelled, removed or
+    /// dropped). Then releases waiters if there is room; returns false if
+    /// it must look again soon (the waiter lock was taken).
+    pub(crate) fn consumed(&self, n: usize) -> bool {
+        let backlog = if n > 0 {
+            self.backlog.0.fetch_sub(n, Ordering::AcqRel) - n
+        } else {
+            self.backlog.0.load(Ordering::Acquire)
+        };
+        let regrant = self.regrant.swap(false, Ordering::AcqRel);
+        if self.waiting.load(Ordering::Acquire) == 0 || (backlog > self.low && !regrant) {
+            return true;
+        }
+        let mut list = match self.waiters.try_lock() {
+            Ok(list) => list,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                if regrant {
+                    self.regrant.store(true, Ordering::Release);
+                }
+                return false;
+            }
+        };
+        let backlog = self.backlog.0.load(Ordering::Acquire);
+        let room = self.high.saturating_sub(backlog);
+        let mut wake = Vec::new();
+        while wake.len() < room {
+            let Some(slot) = list.pop_front() else { break };
+            slot.state.store(GRANTED, Ordering::Release);
+            self.backlog.0.fetch_add(1, Ordering::AcqRel);
+            wake.push(slot);
+        }
+        self.waiting.store(list.len(), Ordering::Release);
+        drop(list);
+        for slot in wake {
+            if let Some(w) = slot.waker.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                w.wake();
+            }
+        }
+        true
+    }
+
+    /// Quit: every waiter gets its payload back.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let slots: Vec<_> = {
+            let mut list = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            self.waiting.store(0, Ordering::Release);
+            list.drain(..).collect()
+        };
+        for slot in slots {
+            slot.state.store(QUIT, Ordering::Release);
+            if let Some(w) = slot.waker.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                w.wake();
+            }
+        }
+    }
+
+    pub(crate) fn backlog(&self) -> usize {
+        self.backlog.0.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Acquire)
+    }
+}
+
+/// The future of [`Handle::post_async`].
+#[must_use = "a post_async does nothing unless awaited"]
+pub struct PostAsync<F> {
+    handle: Handle,
+    f: Option<F>,
+    tag: Option<Tag>,
+    when: When,
+    slot: Option<Arc<Slot>>,
+}
+
+impl<F> Unpin for PostAsync<F> {}
+
+impl<F> std::fmt::Debug for PostAsync<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostAsync")
+            .field("waiting", &self.slot.is_some())
+            .finish()
+    }
+}
+
+impl<F: FnOnce() + Send + 'static> PostAsync<F> {
+    pub(crate) fn new(handle: Handle, f: F, when: When, tag: Option<Tag>) -> Self {
+        PostAsync {
+            handle,
+            f: Some(f),
+            tag,
+            when,
+            slot: None,
+        }
+    }
+
+    fn post(&mut self, reserved: bool) -> Poll<Result<MessageId, PostError<F>>> {
+        let f = self.f.take().expect("polled after completion");
+        let asynchronous = self.handle.asynchronous;
+        Poll::Ready(
+            self.handle
+                .post_inner(f, self.when, self.tag, asynchronous, reserved),
+        )
+    }
+}
+
+impl<F: FnOnce() + Send + 'static> Future for PostAsync<F> {
+    type Output = Result<MessageId, PostError<F>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(flood) = self.handle.remote.flood.clone() else {
+            return self.post(false);
+        };
+        if let Some(slot) = self.slot.clone() {
+            *slot.waker.lock().unwrap_or_else(|p| p.into_inner()) = Some(cx.waker().clone());
+            return match slot.state.load(Ordering::Acquire) {
+                GRANTED => {
+                    self.slot = None;
+                    self.post(true)
+                }
+                QUIT => {
+                    self.slot = None;
+                    Poll::Ready(Err(PostError::Quit(self.f.take().expect("once"))))
+                }
+                _ => Poll::Pending,
+            };
+        }
+        if flood.waiting() == 0 && flood.try_reserve() {
+            return self.post(true);
+        }
+        let mut list = flood.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        if flood.closed.load(Ordering::Acquire) || self.handle.is_quit() {
+            drop(list);
+            return Poll::Ready(Err(PostError::Quit(self.f.take().expect("once"))));
+        }
+        if list.is_empty() && flood.try_reserve() {
+            drop(list);
+            return self.post(true);
+        }
+        let slot = Arc::new(Slot {
+            state: AtomicU8::new(WAITING),
+            waker: Mutex::new(Some(cx.waker().clone())),
+        });
+        list.push_back(slot.clone());
+        flood.waiting.store(list.len(), Ordering::Release);
+        flood.waited.fetch_add(1, Ordering::Relaxed);
+        drop(list);
+        self.slot = Some(slot);
+        Poll::Pending
+    }
+}
+
+impl<F> Drop for PostAsync<F> {
+    fn drop(&mut self) {
+        let (Some(slot), Some(flood)) = (self.slot.take(), self.handle.remote.flood.as_ref())
+        else {
+            return;
+        };
+        let mut list = flood.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = list.iter().position(|s| Arc::ptr_eq(s, &slot)) {
+            list.remove(i);
+            flood.waiting.store(list.len(), Ordering::Release);
+            return;
+        }
+        drop(list);
+        if slot.state.load(Ordering::Acquire) == GRANTED {
+            // Granted but never posted: give the room back, and have the
+            // loop release the next waiter.
+            flood.unreserve(1);
+            flood.regrant.store(true, Ordering::Release);
+            if self.handle.remote.producer.nudge().wake {
+                self.handle.remote.wake_loop();
+            }
+        }
+    }
+}
+
+impl Handle {
+    /// Posts like [`post`](Handle::post), waiting for room instead of
+    /// failing when the backlog is at its high watermark
+    /// ([`Builder::backlog_watermarks`](crate::Builder::backlog_watermarks)):
+    /// waiters are let through in FIFO order once the backlog falls to the
+    /// low watermark, as many as fit. Dropping the future leaves the queue
+    /// of waiters otherwise intact. Without watermarks it is `post`.
+    ///
+    /// # Errors
+    /// [`PostError::Quit`] with the closure if the looper has quit (also
+    /// while waiting).
+    ///
+    /// ```
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::builder().backlog_watermarks(1, 2).build().unwrap();
+    /// let h = looper.handle();
+    /// h.post(|| {}).unwrap();
+    /// h.post(|| {}).unwrap();
+    /// assert!(h.post(|| {}).unwrap_err().is_full());
+    /// let waiter = std::thread::spawn(move || futures::executor::block_on(h.post_async(|| {})).is_ok());
+    /// while looper.stats().waited == 0 {
+    ///     std::thread::yield_now();
+    /// }
+    /// while !waiter.is_finished() {
+    ///     looper.dispatch_ready();
+    /// }
+    /// assert!(waiter.join().unwrap());
+    /// ```
+    pub fn post_async<F: FnOnce() + Send + 'static>(&self, f: F) -> PostAsync<F> {
+        PostAsync::new(self.clone(), f, When::Now, None)
+    }
+
+    /// Posted messages pending now (with watermarks, as the producers see
+    /// it: reserved room included; without, as the loop last counted).
+    pub fn backlog(&self) -> usize {
+        match &self.remote.flood {
+            Some(f) => f.backlog(),
+            None => self.remote.backlog.load(Ordering::Relaxed) as usize,
+        }
+    }
+}
