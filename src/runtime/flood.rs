@@ -70,6 +70,8 @@ pub(crate) struct Flood {
     regrant: AtomicBool,
     pub(crate) refused: AtomicU64,
     pub(crate) waited: AtomicU64,
+    /// Times the loop released one or more waiters.
+    pub(crate) releases: AtomicU64,
 }
 
 impl Flood {
@@ -85,6 +87,7 @@ impl Flood {
             regrant: AtomicBool::new(false),
             refused: AtomicU64::new(0),
             waited: AtomicU64::new(0),
+            releases: AtomicU64::new(0),
         }
     }
 
@@ -142,6 +145,9 @@ impl Flood {
         }
         self.waiting.store(list.len(), Ordering::Release);
         drop(list);
+        if !wake.is_empty() {
+            self.releases.fetch_add(1, Ordering::Relaxed);
+        }
         for slot in wake {
             if let Some(w) = slot.waker.lock().unwrap_or_else(|p| p.into_inner()).take() {
                 w.wake();

@@ -70,6 +70,7 @@ impl Looper {
             backlog_peak: c.backlog_peak.get().max(core.backlog_now()),
             refused_full: flood.map_or(0, |f| f.refused.load(Ordering::Relaxed)),
             waited: flood.map_or(0, |f| f.waited.load(Ordering::Relaxed)),
+            releases: flood.map_or(0, |f| f.releases.load(Ordering::Relaxed)),
             tombstones: tombstones as u64,
             sched_delay,
             dispatch_time,

@@ -143,9 +143,11 @@ pub struct Stats {
     /// Messages accepted by posts (closures from `post*` and the message
     /// builder), from any thread, counted by the loop as it sweeps them in.
     pub posted: u64,
-    /// Of `posted`, those posted on the loop thread itself.
+    /// Of `posted`, those posted by code the loop was running (a message,
+    /// a task, a callback inside a turn).
     pub posted_local: u64,
-    /// Of `posted`, those posted from other threads.
+    /// Of `posted`, the others: from other threads, or from the owner
+    /// thread outside a turn.
     pub posted_remote: u64,
     /// Messages cancelled with their [`MessageId`](crate::MessageId).
     pub cancelled: u64,
@@ -165,6 +167,9 @@ pub struct Stats {
     pub refused_full: u64,
     /// `post_async` calls that had to wait for room.
     pub waited: u64,
+    /// Times the loop released waiters (the backlog fell to the low
+    /// watermark with `post_async` calls waiting).
+    pub releases: u64,
     /// Cancelled entries still in the heap (removed lazily).
     pub tombstones: u64,
     /// Scheduling delay (dispatch start minus due time) of sampled

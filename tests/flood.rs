@@ -1,0 +1,212 @@
+//! Flood control with backlog watermarks: `post` refused at `high`,
+//! `post_async` waiting, FIFO release at `low`, nothing lost.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use deliloop::{Looper, PostError};
+
+/// Waits until `cond` holds, up to 10 s (a failure, not a sleep).
+fn until(mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out");
+        thread::yield_now();
+    }
+}
+
+#[test]
+fn post_is_refused_at_high_and_hands_the_closure_back() {
+    let looper = Looper::builder().backlog_watermarks(2, 4).build().unwrap();
+    let h = looper.handle();
+    for _ in 0..4 {
+        h.post(|| {}).unwrap();
+    }
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let refused = h.post(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    });
+    let Err(PostError::Full(f)) = refused else {
+        panic!("expected Full");
+    };
+    f();
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the payload came back whole");
+    // Delayed posts count too; run_sync and timers do not.
+    looper.dispatch_ready();
+    assert_eq!(looper.stats().backlog, 0);
+    assert_eq!(looper.stats().refused_full, 1);
+    for _ in 0..4 {
+        h.post_delayed(Duration::from_secs(60), || {}).unwrap();
+    }
+    assert!(h.post(|| {}).unwrap_err().is_full());
+}
+
+#[test]
+fn without_watermarks_posting_is_unbounded() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    for _ in 0..100_000 {
+        h.post(|| {}).unwrap();
+    }
+    looper.dispatch_ready();
+    assert_eq!(looper.stats().refused_full, 0);
+}
+
+#[test]
+fn a_waiter_is_released_when_the_backlog_reaches_low_and_not_before() {
+    let (low, high) = (3, 8);
+    let looper = Looper::builder()
+        .backlog_watermarks(low, high)
+        .build()
+        .unwrap();
+    let h = looper.handle();
+    for _ in 0..high {
+        h.post(|| {}).unwrap();
+    }
+    let waiter = {
+        let h = h.clone();
+        thread::spawn(move || futures::executor::block_on(h.post_async(|| {})).is_ok())
+    };
+    until(|| looper.stats().waited == 1);
+    // One message per call: the backlog falls by one each time.
+    for left in (low..high).rev() {
+        assert_eq!(looper.dispatch_ready_for(Duration::ZERO).dispatched, 1);
+        if left > low {
+            assert!(
+                !waiter.is_finished(),
+                "released at backlog {left} > low {low}"
+            );
+        }
+    }
+    until(|| waiter.is_finished());
+    assert!(waiter.join().unwrap());
+    while looper.dispatch_ready().dispatched > 0 {}
+    let s = looper.stats();
+    assert_eq!((s.posted, s.messages_run, s.backlog), (9, 9, 0));
+}
+
+#[test]
+fn waiters_are_released_in_fifo_order() {
+    let looper = Looper::builder().backlog_watermarks(0, 1).build().unwrap();
+    let h = looper.handle();
+    h.post(|| {}).unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..4u32 {
+        let (h, order) = (h.clone(), order.clone());
+        waiters.push(thread::spawn(move || {
+            futures::executor::block_on(h.post_async(move || order.lock().unwrap().push(i)))
+                .unwrap();
+        }));
+        // The next one queues up only after this one did.
+        until(|| looper.stats().waited == u64::from(i) + 1);
+    }
+    // Dropping a waiting future leaves the others in order.
+    let dropped = {
+        let fut = h.post_async(|| unreachable!("dropped while waiting"));
+        let mut fut = Box::pin(fut);
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        fut
+    };
+    drop(dropped);
+    until(|| {
+        looper.dispatch_ready();
+        order.lock().unwrap().len() == 4
+    });
+    for w in waiters {
+        w.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
+}
+
+#[test]
+fn quit_hands_every_waiter_its_payload_back() {
+    let looper = Looper::builder().backlog_watermarks(1, 2).build().unwrap();
+    let h = looper.handle();
+    h.post(|| {}).unwrap();
+    h.post(|| {}).unwrap();
+    let back = Arc::new(AtomicUsize::new(0));
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let (h, back) = (h.clone(), back.clone());
+            thread::spawn(move || {
+                let b = back.clone();
+                match futures::executor::block_on(h.post_async(move || {
+                    b.fetch_add(1, Ordering::SeqCst);
+                })) {
+                    Err(PostError::Quit(f)) => f(),
+                    other => panic!("expected Quit, got {other:?}"),
+                }
+            })
+        })
+        .collect();
+    until(|| looper.stats().waited == 3);
+    h.quit();
+    looper.dispatch_ready();
+    for w in waiters {
+        w.join().unwrap();
+    }
+    assert_eq!(back.load(Ordering::SeqCst), 3, "every payload came back");
+    assert_eq!(looper.stats().messages_dropped, 2);
+}
+
+#[test]
+fn nothing_is_lost_or_doubled_under_a_flood_from_two_producers() {
+    let per = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        200_000
+    };
+    let looper = Looper::builder()
+        .backlog_watermarks(48, 64)
+        .build()
+        .unwrap();
+    let h = looper.handle();
+    let seen: Arc<Vec<AtomicUsize>> = Arc::new((0..2 * per).map(|_| AtomicUsize::new(0)).collect());
+    let producers: Vec<_> = (0..2)
+        .map(|p| {
+            let (h, seen) = (h.clone(), seen.clone());
+            thread::spawn(move || {
+                futures::executor::block_on(async {
+                    for i in 0..per {
+                        let id = p * per + i;
+                        let seen = seen.clone();
+                        h.post_async(move || {
+                            seen[id].fetch_add(1, Ordering::Relaxed);
+                        })
+                        .await
+                        .unwrap();
+                    }
+                })
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    let mut peak = 0;
+    while producers.iter().any(|p| !p.is_finished()) || looper.stats().backlog > 0 {
+        looper.turn(Some(Duration::from_millis(10)));
+        peak = peak.max(h.backlog());
+        assert!(start.elapsed() < Duration::from_secs(60));
+    }
+    for p in producers {
+        p.join().unwrap();
+    }
+    assert!(
+        seen.iter().all(|c| c.load(Ordering::Relaxed) == 1),
+        "each exactly once"
+    );
+    let s = looper.stats();
+    assert_eq!(s.messages_run, 2 * per as u64);
+    assert!(
+        s.backlog_peak <= 64 && peak <= 64,
+        "peak {} / {peak}",
+        s.backlog_peak
+    );
+    assert!(s.waited > 0, "the flood never had to wait");
+}

@@ -1,0 +1,56 @@
+//! Pressure stall figures: a busy loop is `some`, not `full`; the display
+//! is `/proc/pressure`'s. (The memdelay experiment is in
+//! `pressure_memdelay.rs`, a binary of its own.)
+
+use std::time::{Duration, Instant};
+
+use deliloop::Looper;
+
+/// Spins for `d` (a message doing work, not sleeping).
+fn work(d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn a_busy_loop_running_a_backlog_is_some_not_full() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    for _ in 0..50 {
+        h.post(|| work(Duration::from_millis(2))).unwrap();
+    }
+    let p0 = looper.pressure();
+    let turn = looper.dispatch_ready_for(Duration::from_secs(10));
+    assert_eq!(turn.dispatched, 50);
+    let p1 = looper.pressure();
+    let some = p1.some.total - p0.some.total;
+    let full = p1.full.total - p0.full.total;
+    // The last message waited about 49 x 2 ms while the loop ran.
+    assert!(some >= Duration::from_millis(90), "some grew {some:?}");
+    assert!(
+        full < some / 50,
+        "full grew {full:?} while the loop was running"
+    );
+}
+
+#[test]
+fn an_idle_loop_has_no_pressure_and_its_display_is_proc_pressure() {
+    let looper = Looper::new().unwrap();
+    looper.handle().post(|| {}).unwrap();
+    looper.dispatch_ready();
+    let text = looper.pressure().to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2);
+    for (line, head) in lines.iter().zip(["some ", "full "]) {
+        assert!(line.starts_with(head), "{line}");
+        let fields: Vec<&str> = line[5..].split(' ').collect();
+        let keys: Vec<&str> = fields
+            .iter()
+            .map(|f| f.split('=').next().unwrap())
+            .collect();
+        assert_eq!(keys, ["avg10", "avg60", "avg300", "total"], "{line}");
+        assert!(fields[0].ends_with("0.00"), "{line}");
+    }
+}
