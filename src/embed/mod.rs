@@ -18,7 +18,9 @@
 //!    forwards it (winit's `EventLoopProxy::send_event`, glib's
 //!    `MainContext::wakeup`), then calls `dispatch_ready`, and sleeps until
 //!    the returned [`Turn::next_deadline`] (winit's
-//!    `ControlFlow::WaitUntil`). No fd needed.
+//!    `ControlFlow::WaitUntil`). No fd needed for posts, wakes and timers;
+//!    socket readiness reaches only the fd, so a hook-driven host that
+//!    uses the loop's I/O watches the fd as well.
 //! 3. **step-driven with a frame budget** (games): each frame calls
 //!    [`Looper::dispatch_ready_for`] with what is left of the frame; it
 //!    stops once the budget is spent (overrunning by at most one entry's
@@ -175,6 +177,7 @@ impl Core {
             return Some(self.work_remains());
         }
         let now = self.now_ticks();
+        self.psi.borrow_mut().close(now);
         let idle = self.queue.borrow_mut().prepare_idle(now);
         let Idle::Asleep { deadline } = idle else {
             return Some(self.work_remains());

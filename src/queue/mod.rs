@@ -54,8 +54,10 @@
 //!
 //! **Waking** (`wait.rs`). One wait word says "awake" or "asleep until D".
 //! A push reports [`Pushed::wake`] only if the consumer sleeps past the new
-//! item's `when`, and only one push (or close, or nudge) per sleep does: a
-//! close reports it if the consumer sleeps and no one woke it yet.
+//! item's `when` (and, while a sync barrier holds items back, not for an
+//! item behind it; an async or front push then always does), and only one
+//! push (or close, or nudge) per sleep does: a close reports it if the
+//! consumer sleeps and no one woke it yet.
 //!
 //! **Closing.** Bit 0 of the top pointer: after [`DeliQueue::close`] every
 //! push fails with [`Closed`] holding its item, and everything accepted

@@ -187,7 +187,9 @@ impl<T> std::error::Error for Closed<T> {}
 pub struct Pushed {
     /// The consumer is asleep past this item's due time: the caller must wake
     /// it (for the runtime, one `mio::Waker::wake`). At most one push per
-    /// sleep sees `true`; a push to an awake consumer never does.
+    /// sleep sees `true`; a push to an awake consumer never does. While a
+    /// sync barrier holds items back, an item behind it reports no wake and
+    /// an asynchronous or front one reports one whatever its due time.
     pub wake: bool,
 }
 

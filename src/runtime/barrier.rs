@@ -1,5 +1,5 @@
 //! Sync barriers (Android's `MessageQueue.postSyncBarrier`): while one is
-//! the earliest pending entry, ordinary messages wait and only
+//! the earliest pending sync entry, ordinary messages wait and only
 //! asynchronous ones (and the runtime's own task wakes and timers) run.
 //!
 //! A barrier is a queue entry (`Push` with the barrier flag) that the

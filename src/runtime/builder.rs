@@ -111,10 +111,12 @@ impl Builder {
     /// `f` is called on the posting thread when work arrives for an idle
     /// loop (one that [`Looper::dispatch_ready`] left with nothing to do),
     /// at most once per idle period, and when a `dispatch_ready` call leaves
-    /// work for the next one. A host that uses the hook needs no fd; it
-    /// sleeps until the hook fires or the returned
-    /// [`Turn::next_deadline`](crate::Turn) passes. See
-    /// [`embed`](crate::embed).
+    /// work for the next one. A host that uses the hook needs no fd for
+    /// posts, wakes and timers; it sleeps until the hook fires or the
+    /// returned [`Turn::next_deadline`](crate::Turn) passes. Readiness of
+    /// sockets ([`io`](crate::io), [`net`](crate::net)) reaches only the fd
+    /// (no thread is there to call the hook): a hook-driven host that also
+    /// uses them watches the fd too. See [`embed`](crate::embed).
     ///
     /// `f` runs on whichever thread posts: keep it short and non-blocking.
     ///

@@ -75,6 +75,8 @@ pub(crate) struct Core {
     pub(crate) consumed_published: Cell<u64>,
     /// The flood waiter lock was busy: look again soon.
     pub(crate) flood_retry: Cell<bool>,
+    /// `counts().accepted` when the backlog was last noted.
+    pub(crate) accepted_seen: Cell<u64>,
     /// A trace being recorded (feature `trace`).
     #[cfg(feature = "trace")]
     pub(crate) trace: RefCell<Option<std::sync::Arc<crate::trace::Recorder>>>,
@@ -119,6 +121,7 @@ impl Core {
             slow_delivery_seen: Cell::new(false),
             consumed_published: Cell::new(0),
             flood_retry: Cell::new(false),
+            accepted_seen: Cell::new(0),
             #[cfg(feature = "trace")]
             trace: RefCell::new(None),
         };
@@ -158,8 +161,14 @@ impl Core {
         Some(c.messages_run.get() + counts.cancelled + counts.removed + c.messages_dropped.get())
     }
 
-    /// After a batch's sweep: notes the backlog's peak and publishes it.
+    /// After a batch's sweep: notes the backlog's peak and publishes it
+    /// (only when the sweep took messages in; otherwise it can only have
+    /// fallen, and is published when read).
     pub(crate) fn note_backlog(&self) {
+        let accepted = self.queue.borrow().counts().accepted;
+        if accepted == self.accepted_seen.replace(accepted) {
+            return;
+        }
         let b = self.backlog_now();
         let peak = &self.counters.backlog_peak;
         peak.set(peak.get().max(b));
@@ -179,12 +188,17 @@ impl Core {
     /// After a batch: gives the flood counter the messages consumed since
     /// last time, and releases waiters there is room for.
     pub(crate) fn after_batch(&self) {
-        let Some(flood) = &self.remote.flood else {
-            return;
-        };
         let consumed = self.consumed_total().unwrap_or(0);
         let n = consumed - self.consumed_published.replace(consumed);
-        self.flood_retry.set(!flood.consumed(n as usize));
+        if n > 0 {
+            let accepted = self.queue.borrow().counts().accepted;
+            self.remote
+                .backlog
+                .store(accepted.saturating_sub(consumed), Ordering::Relaxed);
+        }
+        if let Some(flood) = &self.remote.flood {
+            self.flood_retry.set(!flood.consumed(n as usize));
+        }
     }
 
     pub(crate) fn now_ticks(&self) -> u64 {

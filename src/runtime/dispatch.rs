@@ -55,6 +55,7 @@ impl Core {
     pub(crate) fn dispatch_until(&self, until: Option<Instant>) -> usize {
         let over = || until.is_some_and(|u| Instant::now() >= u);
         let start = self.now_ticks();
+        self.psi.borrow_mut().close(start);
         let mut batch = Batch::default();
         while batch.done < self.budget && !self.stop.get() {
             let Some(runnable) = self.local.borrow_mut().pop_front() else {
@@ -95,14 +96,13 @@ impl Core {
         self.end_batch(start, batch)
     }
 
-    /// Closes a batch's accounting: pressure (one clock read, only if it
-    /// ran anything), the idle period, flood control.
+    /// Closes a batch's accounting: pressure (its end is the loop's next
+    /// clock reading), the idle period, flood control.
     fn end_batch(&self, start: u64, batch: Batch) -> usize {
         let mut psi = self.psi.borrow_mut();
         if batch.done > 0 {
             self.idle_ran.set(false);
-            let end = self.now_ticks();
-            psi.batch(start, end, batch.earliest, batch.later);
+            psi.ran(start, batch.earliest, batch.later);
         } else {
             psi.update(start);
         }

@@ -42,6 +42,7 @@ impl Core {
         }
         let mut queue = self.queue.borrow_mut();
         let now = self.now_ticks();
+        self.psi.borrow_mut().close(now);
         let deadline = queue.next_deadline();
         if deadline.is_some_and(|d| d <= now) {
             return;

@@ -15,9 +15,12 @@
 //!
 //! # How, cheaply
 //!
-//! Accounting is per *batch* of dispatches, not per entry: one clock read
-//! when a batch starts (the dispatch loop reads it anyway) and one when it
-//! ends, plus a comparison per entry. Between two batches the loop runs
+//! Accounting is per *batch* of dispatches, not per entry, and takes no
+//! clock read of its own: a batch starts at the clock reading the dispatch
+//! loop makes anyway, and ends at the loop's next one (the next batch, the
+//! park, the end of a host call), plus a comparison per entry. The loop's
+//! own bookkeeping between two batches (an I/O poll, idle handlers) so
+//! counts as running. Between two batches the loop runs
 //! nothing, so the gap before a batch counts toward `full` from the due
 //! time of the batch's first entry (or the previous batch's end, whichever
 //! is later). Inside a batch the loop is running, so the wait of the
@@ -178,9 +181,27 @@ pub(crate) struct Psi {
     clock: Clock,
     avg_some: Averages,
     avg_full: Averages,
+    /// A batch that ran and whose end is the loop's next clock reading:
+    /// its start, earliest due time, and earliest due time after its first.
+    open: Option<(u64, Option<u64>, Option<u64>)>,
 }
 
 impl Psi {
+    /// A batch ran from `start`; it ends at the loop's next clock reading
+    /// ([`close`](Self::close)): the next batch's start, the park, or the
+    /// host call's end. So no clock read is spent on it.
+    pub(crate) fn ran(&mut self, start: u64, first: Option<u64>, later: Option<u64>) {
+        self.open = Some((start, first, later));
+    }
+
+    /// The loop read the clock: closes the batch that ran, if one is open.
+    #[inline]
+    pub(crate) fn close(&mut self, now: u64) {
+        if let Some((start, first, later)) = self.open.take() {
+            self.batch(start, now, first, later);
+        }
+    }
+
     /// A batch that started at `start` and ended at `end`: `first` is the
     /// due time of its first entry (if it came from the queue), `later` the
     /// earliest due time among its other entries, if it had more than one.
@@ -211,6 +232,7 @@ impl Psi {
     /// due time of an entry not dispatched yet is `waiting`); `running`
     /// means the loop is inside a dispatch now (so it is not `full`).
     pub(crate) fn read(&mut self, now: u64, waiting: Option<u64>, running: bool) -> Pressure {
+        self.close(now);
         self.update(now);
         let (mut some, mut full) = (self.some, self.full);
         if let Some(w) = waiting.filter(|&w| w < now) {
