@@ -75,8 +75,11 @@ pub(crate) struct Core {
     pub(crate) consumed_published: Cell<u64>,
     /// The flood waiter lock was busy: look again soon.
     pub(crate) flood_retry: Cell<bool>,
-    /// `counts().accepted` when the backlog was last noted.
+    /// The queue's counts (accepted + cancelled + removed) when the
+    /// backlog was last noted.
     pub(crate) accepted_seen: Cell<u64>,
+    /// Messages run or dropped when `after_batch` last looked.
+    pub(crate) ran_seen: Cell<u64>,
     /// A trace being recorded (feature `trace`).
     #[cfg(feature = "trace")]
     pub(crate) trace: RefCell<Option<std::sync::Arc<crate::trace::Recorder>>>,
@@ -122,6 +125,7 @@ impl Core {
             consumed_published: Cell::new(0),
             flood_retry: Cell::new(false),
             accepted_seen: Cell::new(0),
+            ran_seen: Cell::new(0),
             #[cfg(feature = "trace")]
             trace: RefCell::new(None),
         };
@@ -161,12 +165,12 @@ impl Core {
         Some(c.messages_run.get() + counts.cancelled + counts.removed + c.messages_dropped.get())
     }
 
-    /// After a batch's sweep: notes the backlog's peak and publishes it
-    /// (only when the sweep took messages in; otherwise it can only have
-    /// fallen, and is published when read).
+    /// After a batch's sweep: if the sweep took messages in or saw some
+    /// cancelled, notes the backlog's peak and publishes it.
     pub(crate) fn note_backlog(&self) {
-        let accepted = self.queue.borrow().counts().accepted;
-        if accepted == self.accepted_seen.replace(accepted) {
+        let counts = self.queue.borrow().counts();
+        let sum = counts.accepted + counts.cancelled + counts.removed;
+        if sum == self.accepted_seen.replace(sum) {
             return;
         }
         let b = self.backlog_now();
@@ -188,6 +192,13 @@ impl Core {
     /// After a batch: gives the flood counter the messages consumed since
     /// last time, and releases waiters there is room for.
     pub(crate) fn after_batch(&self) {
+        // Cheap first: the messages this loop ran or dropped (cancels and
+        // removals are noted at the sweep, in `note_backlog`).
+        let c = &self.counters;
+        let ran = c.messages_run.get() + c.messages_dropped.get();
+        if ran == self.ran_seen.replace(ran) && self.remote.flood.is_none() {
+            return;
+        }
         let consumed = self.consumed_total().unwrap_or(0);
         let n = consumed - self.consumed_published.replace(consumed);
         if n > 0 {
