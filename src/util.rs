@@ -7,6 +7,12 @@
 #[repr(align(128))]
 pub(crate) struct CachePadded<T>(pub(crate) T);
 
+impl<T> std::ops::DerefMut for CachePadded<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
 impl<T> std::ops::Deref for CachePadded<T> {
     type Target = T;
     fn deref(&self) -> &T {

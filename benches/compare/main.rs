@@ -19,6 +19,7 @@ mod floors;
 mod insert;
 mod lateness;
 mod plot;
+mod post;
 mod ring;
 mod server;
 mod spawn;
@@ -77,6 +78,7 @@ fn main() {
     let workloads: Vec<(&str, Workload)> = vec![
         ("A", spawn::workloads),
         ("B", enqueue::workloads),
+        ("B'", post::workloads),
         ("C", insert::workloads),
         ("D", wake::workloads),
         ("E", timers::workloads),

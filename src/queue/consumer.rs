@@ -394,7 +394,15 @@ impl<T> DeliQueue<T> {
     /// due by `now` take an O(1) path instead of the heap.
     pub fn maintain_at(&mut self, now: u64) {
         self.horizon = self.horizon.max(now);
-        let freed = self.shared.free.swap(ptr::null_mut(), Ordering::Acquire);
+        // Look before the swap: an empty free list costs a load, not an RMW
+        // on a line cancellers write. (A cancel that lands after the load
+        // is seen by the next maintain; `prepare_sleep` re-reads `free`
+        // with an RMW before any sleep.)
+        let freed = if self.shared.free.load(Ordering::Relaxed).is_null() {
+            ptr::null_mut()
+        } else {
+            self.shared.free.swap(ptr::null_mut(), Ordering::Acquire)
+        };
         self.sweep();
         self.process_free(freed);
         if self.tombstones >= COMPACT_MIN && self.tombstones * 2 > self.heap_len() {

@@ -34,16 +34,20 @@ use super::gate::Gate;
 use super::node::{Node, PAYLOAD_GONE, RETIRED};
 use super::wait::WaitWord;
 use crate::sync::{AtomicPtr, Ordering, UnsafeCell};
+use crate::util::CachePadded;
 
 pub(crate) const CLOSED: usize = 1;
 
+/// Each shared word sits on a line of its own (`CachePadded`): a CAS on
+/// `top` by a producer does not take the line of the wait word the consumer
+/// writes, nor of the `Arc`'s reference counts in front of this struct.
 pub(crate) struct Shared<T> {
-    pub(crate) top: AtomicPtr<Node<T>>,
-    pub(crate) free: AtomicPtr<Node<T>>,
+    pub(crate) top: CachePadded<AtomicPtr<Node<T>>>,
+    pub(crate) free: CachePadded<AtomicPtr<Node<T>>>,
     /// Dead node memory for producers to reuse (`alloc.rs`).
-    pub(crate) returned: AtomicPtr<u8>,
-    pub(crate) wait: WaitWord,
-    pub(crate) gate: Gate,
+    pub(crate) returned: CachePadded<AtomicPtr<u8>>,
+    pub(crate) wait: CachePadded<WaitWord>,
+    pub(crate) gate: CachePadded<Gate>,
     /// Retired nodes the consumer handed over when it was dropped, freed with
     /// the last reference (walkers may still stand on them until then).
     pub(crate) orphans: UnsafeCell<Vec<*mut Node<T>>>,
@@ -52,11 +56,11 @@ pub(crate) struct Shared<T> {
 impl<T> Shared<T> {
     pub(crate) fn new() -> Shared<T> {
         Shared {
-            top: AtomicPtr::new(ptr::null_mut()),
-            free: AtomicPtr::new(ptr::null_mut()),
-            returned: AtomicPtr::new(ptr::null_mut()),
-            wait: WaitWord::new(),
-            gate: Gate::new(),
+            top: CachePadded(AtomicPtr::new(ptr::null_mut())),
+            free: CachePadded(AtomicPtr::new(ptr::null_mut())),
+            returned: CachePadded(AtomicPtr::new(ptr::null_mut())),
+            wait: CachePadded(WaitWord::new()),
+            gate: CachePadded(Gate::new()),
             orphans: UnsafeCell::new(Vec::new()),
         }
     }
