@@ -152,7 +152,7 @@ fn host_arm_vs_post() {
         let _ = p.push(0u32, 50).unwrap(); // a future deadline
         let poster = thread::spawn(move || p.push(1, 10).unwrap().wake);
         q.maintain();
-        let decision = q.prepare_idle(10);
+        let decision = q.prepare_idle(10, None);
         let fd_readable = poster.join().unwrap();
         match decision {
             Idle::Due => {}

@@ -178,7 +178,8 @@ impl Core {
         }
         let now = self.now_ticks();
         self.psi.borrow_mut().close(now);
-        let idle = self.queue.borrow_mut().prepare_idle(now);
+        let local_timer = self.timers.borrow_mut().next_deadline();
+        let idle = self.queue.borrow_mut().prepare_idle(now, local_timer);
         let Idle::Asleep { deadline } = idle else {
             return Some(self.work_remains());
         };

@@ -353,7 +353,8 @@ impl<T> DeliQueue<T> {
 
     /// The consumer's decision to go idle, in one call: sweeps, and if
     /// nothing is due by `now`, announces a sleep until the next deadline
-    /// ([`prepare_sleep`](Self::prepare_sleep)). [`Idle::Due`] means do not
+    /// ([`prepare_sleep`](Self::prepare_sleep)), or `also` if that is
+    /// earlier (a deadline the caller keeps elsewhere). [`Idle::Due`] means do not
     /// sleep: something is due (or arrived meanwhile). After
     /// [`Idle::Asleep`], every later push the consumer must see before the
     /// deadline reports [`Pushed::wake`](super::Pushed::wake) to exactly one
@@ -365,13 +366,16 @@ impl<T> DeliQueue<T> {
     /// let mut q = DeliQueue::new();
     /// let p = q.producer();
     /// let _ = p.push("later", 100).unwrap();
-    /// assert_eq!(q.prepare_idle(10), Idle::Asleep { deadline: Some(100) });
+    /// assert_eq!(q.prepare_idle(10, None), Idle::Asleep { deadline: Some(100) });
     /// assert!(p.push("now", 10).unwrap().wake);
     /// q.wake();
-    /// assert_eq!(q.prepare_idle(10), Idle::Due);
+    /// assert_eq!(q.prepare_idle(10, None), Idle::Due);
     /// ```
-    pub fn prepare_idle(&mut self, now: u64) -> Idle {
-        let deadline = self.next_deadline();
+    pub fn prepare_idle(&mut self, now: u64, also: Option<u64>) -> Idle {
+        let deadline = match (self.next_deadline(), also) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if deadline.is_some_and(|d| d <= now) || !self.prepare_sleep(deadline) {
             return Idle::Due;
         }

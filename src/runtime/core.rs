@@ -22,6 +22,7 @@ use crate::stats::pressure::Psi;
 use crate::stats::Counters;
 use crate::stats::Histogram;
 use crate::sync::Ordering;
+use crate::time::local::LocalTimers;
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -35,6 +36,8 @@ pub(crate) struct Core {
     pub(crate) io: IoDriver,
     pub(crate) remote: Arc<Remote>,
     pub(crate) queue: RefCell<DeliQueue<Entry>>,
+    /// Timers registered on the loop thread (`time/local.rs`).
+    pub(crate) timers: RefCell<LocalTimers>,
     /// Tasks woken on the loop thread itself: no node, no atomics.
     pub(crate) local: RefCell<VecDeque<Runnable>>,
     /// Wakers of the live tasks, so quit and drop can cancel them.
@@ -97,6 +100,7 @@ impl Core {
             remote,
             queue: RefCell::new(queue),
             local: RefCell::new(VecDeque::new()),
+            timers: RefCell::new(LocalTimers::default()),
             active: RefCell::new(Slab::new()),
             active_closed: Cell::new(false),
             parker: RefCell::new(parker),
@@ -220,7 +224,28 @@ impl Core {
         if !self.local.borrow().is_empty() {
             return Some(Instant::now());
         }
-        let d = self.queue.borrow_mut().next_deadline()?;
+        let d = self.next_deadline_ticks()?;
         Some(self.remote.instant_of(d))
+    }
+
+    /// The earliest due time of the queue and the loop's own timers.
+    pub(crate) fn next_deadline_ticks(&self) -> Option<u64> {
+        let q = self.queue.borrow_mut().next_deadline();
+        let t = self.timers.borrow_mut().next_deadline();
+        match (q, t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Fires the loop's own timers due by `now`, each dispatched like a
+    /// queue entry; their due times go to `saw` (pressure accounting).
+    pub(crate) fn fire_timers(&self, now: u64, mut saw: impl FnMut(u64)) {
+        let mut due = Vec::new();
+        self.timers.borrow_mut().fire_due(now, &mut due);
+        for (waker, deadline) in due {
+            saw(deadline);
+            self.run_measured(Entry::LocalTimer(waker), None, deadline);
+        }
     }
 }

@@ -57,6 +57,8 @@ impl Core {
         let start = self.now_ticks();
         self.psi.borrow_mut().close(start);
         let mut batch = Batch::default();
+        // The loop's own timers first: the tasks they wake run in this batch.
+        self.fire_timers(start, |due| batch.saw(due));
         while batch.done < self.budget && !self.stop.get() {
             let Some(runnable) = self.local.borrow_mut().pop_front() else {
                 break;
@@ -85,7 +87,7 @@ impl Core {
                 popped.when
             };
             batch.saw(due);
-            self.run_measured(popped.item, &popped.info, due);
+            self.run_measured(popped.item, Some(&popped.info), due);
             if self.stop.get() || over() {
                 break;
             }
@@ -127,6 +129,10 @@ impl Core {
                 Counters::bump(&self.counters.timers_fired);
                 cell.fired.store(true, Ordering::Release);
                 cell.waker.wake();
+            }
+            Entry::LocalTimer(waker) => {
+                Counters::bump(&self.counters.timers_fired);
+                waker.wake();
             }
             Entry::Message(m) => {
                 Counters::bump(&self.counters.messages_run);

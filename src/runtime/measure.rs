@@ -60,14 +60,14 @@ impl Core {
         self.run_timed(Entry::Task(runnable), None, due, false);
     }
 
-    /// Runs a queue entry due at `due`.
+    /// Runs a queue entry (or one of the loop's own timers) due at `due`.
     #[inline]
-    pub(crate) fn run_measured(&self, entry: Entry, info: &ItemInfo, due: u64) {
+    pub(crate) fn run_measured(&self, entry: Entry, info: Option<&ItemInfo>, due: u64) {
         if !self.timed() {
-            self.run_entry(entry, Some(info));
+            self.run_entry(entry, info);
             return;
         }
-        self.run_timed(entry, Some(info), due, true);
+        self.run_timed(entry, info, due, true);
     }
 
     #[cold]
@@ -75,7 +75,7 @@ impl Core {
     fn run_timed(&self, entry: Entry, info: Option<&ItemInfo>, due: u64, queued: bool) {
         let kind = match &entry {
             Entry::Task(_) | Entry::WakeMain | Entry::Barrier => Kind::Task,
-            Entry::Timer(_) => Kind::Timer,
+            Entry::Timer(_) | Entry::LocalTimer(_) => Kind::Timer,
             Entry::Message(_) => Kind::Message,
             Entry::Job(_) => Kind::RunSync,
         };

@@ -27,6 +27,9 @@ pub(crate) enum Entry {
     Task(Runnable),
     /// A timer to fire: wake whoever waits on it.
     Timer(Arc<TimerCell>),
+    /// One of the loop's own timers came due (never queued: built when it
+    /// fires, so it is dispatched like the rest).
+    LocalTimer(std::task::Waker),
     /// A posted closure.
     Message(Box<dyn Message>),
     /// Wakes the loop so it re-polls the future given to `block_on`.
@@ -50,7 +53,7 @@ impl Entry {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Entry::Task(_) | Entry::WakeMain => "task",
-            Entry::Timer(_) => "timer",
+            Entry::Timer(_) | Entry::LocalTimer(_) => "timer",
             Entry::Message(_) => "message",
             Entry::Barrier => "barrier",
             Entry::Job(_) => "run_sync",

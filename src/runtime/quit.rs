@@ -57,6 +57,11 @@ impl Core {
                 self.drop_entry(item, info.flags() & MESSAGE != 0);
             }
         }
+        // The loop's own timers go; their wakers with them.
+        let wakers = self.timers.borrow_mut().clear();
+        for w in wakers {
+            let _ = catch_unwind(AssertUnwindSafe(|| drop(w)));
+        }
         self.cancel_tasks();
         true
     }

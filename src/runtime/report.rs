@@ -32,7 +32,7 @@ impl Looper {
             (q.len(), q.limbo_len(), q.limbo_peak(), q.tombstones())
         };
         let counts = core.queue.borrow().counts();
-        let pending = pending + core.local.borrow().len();
+        let pending = pending + core.local.borrow().len() + core.timers.borrow().len();
         let (tasks, messages, timers, jobs) = (
             c.tasks_polled.get(),
             c.messages_run.get(),
@@ -96,10 +96,7 @@ impl Looper {
         let core = &self.core;
         let now = core.now_ticks();
         let waiting = if core.local.borrow().is_empty() {
-            core.queue
-                .borrow_mut()
-                .next_deadline()
-                .filter(|&d| d <= now)
+            core.next_deadline_ticks().filter(|&d| d <= now)
         } else {
             Some(now)
         };

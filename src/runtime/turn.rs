@@ -40,10 +40,14 @@ impl Core {
         if self.has_ready(main) {
             return;
         }
-        let mut queue = self.queue.borrow_mut();
         let now = self.now_ticks();
         self.psi.borrow_mut().close(now);
-        let deadline = queue.next_deadline();
+        let local_timer = self.timers.borrow_mut().next_deadline();
+        let mut queue = self.queue.borrow_mut();
+        let deadline = match (queue.next_deadline(), local_timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if deadline.is_some_and(|d| d <= now) {
             return;
         }

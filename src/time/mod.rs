@@ -1,10 +1,13 @@
 //! Timers on the looper's queue: [`sleep`], [`sleep_until`], [`timeout`]
 //! and [`interval`].
 //!
-//! A timer is one queue entry due at its deadline; dropping the future
-//! cancels it with one CAS (a tombstone), so arming and dropping timeouts
-//! that never fire is cheap. The waker lives in the timer's shared cell, so
-//! re-polling with a new waker replaces it in place and never re-inserts.
+//! A timer registered on its loop's own thread (the common case: a task
+//! awaiting a sleep or a timeout) lives in the loop's own heap and slab
+//! (`local.rs`): registering is a slab insert and a heap push, dropping
+//! frees the slot at once, and its waker lives in the slot, so re-polling
+//! never re-inserts. A timer first polled on another thread is one entry of
+//! the shared queue due at its deadline, cancelled with one CAS (a
+//! tombstone) when dropped.
 //!
 //! # Precision
 //! The loop arms a `timerfd` to the next deadline, so timers fire with
@@ -18,6 +21,7 @@
 //! never fire it.
 
 mod interval;
+pub(crate) mod local;
 mod sleep;
 mod timeout;
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use super::local::LocalKey;
 use crate::queue::Push;
 use crate::runtime::context;
 use crate::runtime::message::{Entry, MessageId, TimerCell, INTERNAL};
@@ -74,10 +75,19 @@ pub struct Sleep {
     /// without a timer. One that passes between creation and first poll is
     /// registered anyway and fires on the loop's next turn.
     created: u64,
-    reg: Option<Registration>,
+    reg: Reg,
 }
 
-struct Registration {
+/// Where a registered timer lives.
+enum Reg {
+    None,
+    /// In the loop's own timers (`local.rs`): registered on the loop thread.
+    Local(LocalKey),
+    /// On the shared queue: registered from another thread.
+    Shared(Box<SharedReg>),
+}
+
+struct SharedReg {
     id: MessageId,
     cell: Arc<TimerCell>,
 }
@@ -90,7 +100,7 @@ impl Sleep {
             remote,
             deadline,
             created,
-            reg: None,
+            reg: Reg::None,
         }
     }
 
@@ -101,10 +111,15 @@ impl Sleep {
 
     /// Whether the deadline has been reached (it fired, or is due).
     pub fn is_elapsed(&self) -> bool {
-        self.reg
-            .as_ref()
-            .is_some_and(|r| r.cell.fired.load(Ordering::Acquire))
-            || self.deadline <= self.remote.now_ticks()
+        let fired = match &self.reg {
+            Reg::None => false,
+            Reg::Local(k) => {
+                context::with_core(self.remote.id, |core| core.timers.borrow_mut().fired(*k))
+                    .unwrap_or(false)
+            }
+            Reg::Shared(r) => r.cell.fired.load(Ordering::Acquire),
+        };
+        fired || self.deadline <= self.remote.now_ticks()
     }
 
     /// Moves the deadline (earlier or later), cancelling the armed timer;
@@ -129,8 +144,27 @@ impl Sleep {
     }
 
     fn cancel(&mut self) {
-        if let Some(reg) = self.reg.take() {
-            reg.id.cancel();
+        match std::mem::replace(&mut self.reg, Reg::None) {
+            Reg::None => {}
+            Reg::Local(k) => {
+                let here =
+                    context::with_core(self.remote.id, |core| core.timers.borrow_mut().remove(k));
+                if here.is_none() {
+                    // Off the loop thread: have the loop free the slot (if
+                    // it has quit, the slot went with it).
+                    let id = self.remote.id;
+                    let remove = move || {
+                        context::with_core(id, |core| core.timers.borrow_mut().remove(k));
+                    };
+                    let _ = self.remote.push(
+                        Entry::Job(Box::new(remove)),
+                        Push::at(0).flags(INTERNAL).asynchronous(),
+                    );
+                }
+            }
+            Reg::Shared(r) => {
+                r.id.cancel();
+            }
         }
     }
 }
@@ -139,28 +173,60 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if let Some(reg) = &self.reg {
-            if reg.cell.fired.load(Ordering::Acquire) {
-                return Poll::Ready(());
+        let id = self.remote.id;
+        match &self.reg {
+            Reg::Shared(reg) => {
+                if reg.cell.fired.load(Ordering::Acquire) {
+                    return Poll::Ready(());
+                }
+                reg.cell.waker.register(cx.waker());
+                if reg.cell.fired.load(Ordering::Acquire) {
+                    return Poll::Ready(());
+                }
+                return Poll::Pending;
             }
-            reg.cell.waker.register(cx.waker());
-            if reg.cell.fired.load(Ordering::Acquire) {
-                return Poll::Ready(());
+            Reg::Local(k) => {
+                let k = *k;
+                match context::with_core(id, |core| core.timers.borrow_mut().poll(k, cx.waker())) {
+                    Some(Some(true)) => return Poll::Ready(()),
+                    // Pending, or dropped by quit (it never fires).
+                    Some(_) => return Poll::Pending,
+                    // Moved to another thread: re-register on the shared path.
+                    None => self.cancel(),
+                }
             }
-            return Poll::Pending;
+            Reg::None => {}
         }
         if self.deadline <= self.created {
             return Poll::Ready(());
         }
+        let deadline = self.deadline;
+        let local = context::with_core(id, |core| {
+            (!core.quit_done.get()).then(|| {
+                core.timers
+                    .borrow_mut()
+                    .insert(deadline, cx.waker().clone())
+            })
+        });
+        match local {
+            Some(Some(k)) => {
+                self.reg = Reg::Local(k);
+                return Poll::Pending;
+            }
+            Some(None) => {
+                panic!("deliloop: a timer was polled after its Looper quit; it would never fire")
+            }
+            None => {}
+        }
         let cell = Arc::new(TimerCell::default());
         cell.waker.register(cx.waker());
         let entry = Entry::Timer(cell.clone());
-        match self.remote.push_cancellable(
-            entry,
-            Push::at(self.deadline).flags(INTERNAL).asynchronous(),
-        ) {
+        match self
+            .remote
+            .push_cancellable(entry, Push::at(deadline).flags(INTERNAL).asynchronous())
+        {
             Ok(id) => {
-                self.reg = Some(Registration { id, cell });
+                self.reg = Reg::Shared(Box::new(SharedReg { id, cell }));
                 Poll::Pending
             }
             Err(_) => {
@@ -180,7 +246,7 @@ impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
             .field("deadline", &self.deadline())
-            .field("registered", &self.reg.is_some())
+            .field("registered", &!matches!(self.reg, Reg::None))
             .finish()
     }
 }
