@@ -7,7 +7,9 @@
 //! thread and yield so the loop dispatches it), `post_dispatch_observed` (the same with an observer set, so every
 //! dispatch is timed), `post_dispatch_traced` (with a trace recording;
 //! feature `trace`), `timer_churn` (create, register and drop a sleep in a
-//! task), `spawn_local` (spawn and run a tiny task).
+//! task), `spawn_local` (spawn and run a tiny task), `post_remote` (another
+//! thread posts them all, then the loop runs them), `queue_remote` (the
+//! bare queue: another thread pushes them all, then this one pops them).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -30,6 +32,11 @@ async fn yield_now() {
         std::task::Poll::Pending
     })
     .await
+}
+
+thread_local! {
+    /// Messages run on this (the loop's) thread.
+    static RAN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Inside `block_on`: post a message, yield so the loop dispatches it.
@@ -64,6 +71,47 @@ fn main() {
             post_dispatch(&looper, n);
             drop(guard);
             let _ = std::fs::remove_file(path);
+        }
+        "post_remote" => {
+            // Another thread posts; the loop runs them (both threads counted).
+            let looper = Looper::new().unwrap();
+            let h = looper.handle();
+            // All posted first, then run: no spinning in the count.
+            std::thread::spawn(move || {
+                for i in 0..n {
+                    h.post(move || {
+                        black_box(i);
+                        RAN.with(|r| r.set(r.get() + 1));
+                    })
+                    .unwrap();
+                }
+            })
+            .join()
+            .unwrap();
+            looper.block_on(async {
+                while RAN.with(|r| r.get()) < n {
+                    yield_now().await;
+                }
+            });
+        }
+        "queue_remote" => {
+            // The queue alone: another thread pushes u64s, this one pops.
+            let mut q = deliloop::queue::DeliQueue::new();
+            let p = q.producer();
+            std::thread::spawn(move || {
+                for i in 0..n {
+                    let _ = p.push(i, 0).unwrap();
+                }
+            })
+            .join()
+            .unwrap();
+            let mut got = 0;
+            while got < n {
+                q.maintain();
+                while q.pop_swept(0).is_some() {
+                    got += 1;
+                }
+            }
         }
         "timer_churn" => {
             let looper = Looper::new().unwrap();

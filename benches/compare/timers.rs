@@ -1,6 +1,10 @@
 //! E: timers. Create + register + drop without firing (churn); the same
-//! with many timers held; and bytes held per pending timer (a counting
-//! allocator).
+//! with many timers held; bytes held per pending timer (a counting
+//! allocator); and the peak heap growth while a million timers churn in a
+//! task that never yields. No loop turn runs inside E1's or E5's timed
+//! region: the timers are created and dropped inside one poll of one task
+//! (timers registered on the loop thread are freed when dropped, so a turn
+//! would not change what they hold).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
@@ -16,11 +20,14 @@ use crate::Config;
 pub struct Counting;
 
 pub static LIVE: AtomicIsize = AtomicIsize::new(0);
+/// The high-water mark of `LIVE` since last reset.
+pub static PEAK: AtomicIsize = AtomicIsize::new(0);
 
 // SAFETY: forwards to the system allocator and only counts.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        let now = LIVE.fetch_add(l.size() as isize, Ordering::Relaxed) + l.size() as isize;
+        PEAK.fetch_max(now, Ordering::Relaxed);
         // SAFETY: same contract as ours.
         unsafe { System.alloc(l) }
     }
@@ -152,6 +159,58 @@ async fn per_op_async<F: Future>(n: usize, make: impl FnOnce() -> F) -> Vec<f64>
     vec![t.elapsed().as_nanos() as f64 / n as f64]
 }
 
+/// Peak heap growth (bytes, from the counting allocator's high-water mark)
+/// while `n` timers are created, registered and dropped inside one task
+/// that never yields to its loop.
+fn churn_peak(n: usize) -> Vec<Imp<'static>> {
+    fn peak_during(f: impl FnOnce()) -> Vec<f64> {
+        let base = LIVE.load(Ordering::Relaxed);
+        PEAK.store(base, Ordering::Relaxed);
+        f();
+        vec![(PEAK.load(Ordering::Relaxed) - base) as f64]
+    }
+    vec![
+        Imp::new("deliloop sleep", Kind::Ours, move || {
+            let looper = deliloop::Looper::new().unwrap();
+            looper.block_on(async {
+                peak_during(|| {
+                    for i in 0..n {
+                        let mut s =
+                            deliloop::time::sleep(Duration::from_millis(1000 + i as u64 % 1000));
+                        poll_once(&mut s);
+                    }
+                })
+            })
+        }),
+        Imp::new("tokio sleep", Kind::Peer, move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                peak_during(|| {
+                    for i in 0..n {
+                        let mut s = Box::pin(tokio::time::sleep(Duration::from_millis(
+                            1000 + i as u64 % 1000,
+                        )));
+                        poll_once(&mut s);
+                    }
+                })
+            })
+        }),
+        Imp::new("async-io Timer", Kind::Peer, move || {
+            peak_during(|| {
+                for i in 0..n {
+                    let mut t = async_io::Timer::at(
+                        Instant::now() + Duration::from_millis(1000 + i as u64 % 1000),
+                    );
+                    poll_once(&mut t);
+                }
+            })
+        }),
+    ]
+}
+
 pub fn workloads(cfg: &Config) -> Vec<(String, Vec<Imp<'static>>)> {
     let n = cfg.n(1_000_000);
     vec![
@@ -173,6 +232,10 @@ pub fn workloads(cfg: &Config) -> Vec<(String, Vec<Imp<'static>>)> {
         (
             format!("E4 fire {} timers due together (ns/timer)", n / 10),
             fire(n / 10),
+        ),
+        (
+            format!("E5 peak heap growth, {n} timers created, registered and dropped in one task that never yields (bytes, not ns)"),
+            churn_peak(n),
         ),
     ]
 }

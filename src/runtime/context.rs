@@ -76,6 +76,22 @@ pub(crate) fn with_any_core<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
     })
 }
 
+/// The remote side of the running looper and the loop's last clock
+/// reading (the start of its current batch: never later than now).
+///
+/// # Panics
+/// Outside a running looper, naming `what`.
+pub(crate) fn current_remote_and_clock(what: &str) -> (Arc<Remote>, u64) {
+    with_any_core(|core| {
+        match core {
+        Some(core) => (core.remote.clone(), core.clock.get()),
+        None => panic!(
+            "deliloop: {what} must be called inside a task or callback of a running Looper              (inside block_on, run, turn or dispatch_ready)"
+        ),
+    }
+    })
+}
+
 /// The remote side of the running looper.
 ///
 /// # Panics

@@ -36,6 +36,8 @@ pub(crate) struct Core {
     pub(crate) io: IoDriver,
     pub(crate) remote: Arc<Remote>,
     pub(crate) queue: RefCell<DeliQueue<Entry>>,
+    /// The loop's last clock reading (a batch's start, a park), in ticks.
+    pub(crate) clock: Cell<u64>,
     /// Timers registered on the loop thread (`time/local.rs`).
     pub(crate) timers: RefCell<LocalTimers>,
     /// Tasks woken on the loop thread itself: no node, no atomics.
@@ -101,6 +103,7 @@ impl Core {
             queue: RefCell::new(queue),
             local: RefCell::new(VecDeque::new()),
             timers: RefCell::new(LocalTimers::default()),
+            clock: Cell::new(0),
             active: RefCell::new(Slab::new()),
             active_closed: Cell::new(false),
             parker: RefCell::new(parker),

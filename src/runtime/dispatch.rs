@@ -55,6 +55,7 @@ impl Core {
     pub(crate) fn dispatch_until(&self, until: Option<Instant>) -> usize {
         let over = || until.is_some_and(|u| Instant::now() >= u);
         let start = self.now_ticks();
+        self.clock.set(start);
         self.psi.borrow_mut().close(start);
         let mut batch = Batch::default();
         // The loop's own timers first: the tasks they wake run in this batch.

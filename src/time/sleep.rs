@@ -46,10 +46,12 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// assert!(Instant::now() >= at);
 /// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    let remote = context::current_remote("deliloop::time::sleep_until");
-    let now = remote.now_ticks();
+    // No clock read: "already due" is judged against the loop's last
+    // reading, which is never later than now. A deadline that passed since
+    // is registered anyway and fires on the loop's next batch.
+    let (remote, clock) = context::current_remote_and_clock("deliloop::time::sleep_until");
     let deadline = remote.ticks_at(deadline);
-    Sleep::on(remote, deadline, now)
+    Sleep::on(remote, deadline, clock)
 }
 
 /// The future of [`sleep`] and [`sleep_until`]. It is registered with the
