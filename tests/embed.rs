@@ -138,11 +138,7 @@ fn poll_host(looper: &Looper, done: impl Fn() -> bool, waiting: impl Fn() -> boo
 
 #[test]
 fn a_poll_host_never_sleeps_with_work_due_under_a_stream_of_posts() {
-    let (runs, posts) = if cfg!(debug_assertions) {
-        (10, 20_000)
-    } else {
-        (50, 100_000)
-    };
+    let (runs, posts) = (50, 100_000);
     for run in 0..runs {
         let looper = Looper::new().unwrap();
         let (posted, ran) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -175,11 +171,7 @@ fn a_poll_host_never_sleeps_with_work_due_under_a_stream_of_posts() {
 #[test]
 fn a_hook_host_never_sleeps_with_work_due_under_a_stream_of_posts() {
     use std::sync::{Condvar, Mutex};
-    let (runs, posts) = if cfg!(debug_assertions) {
-        (10, 20_000)
-    } else {
-        (50, 100_000)
-    };
+    let (runs, posts) = (50, 100_000);
     for run in 0..runs {
         let signal = Arc::new((Mutex::new(false), Condvar::new()));
         let s = signal.clone();
