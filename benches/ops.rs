@@ -8,8 +8,8 @@
 //! dispatch is timed), `post_dispatch_traced` (with a trace recording;
 //! feature `trace`), `timer_churn` (create, register and drop a sleep in a
 //! task), `spawn_local` (spawn and run a tiny task), `post_remote` (another
-//! thread posts them all, then the loop runs them), `queue_remote` (the
-//! bare queue: another thread pushes them all, then this one pops them).
+//! thread posts in rounds of 256, the loop runs each round), `queue_remote`
+//! (the bare queue: another thread pushes in rounds, this one pops).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -33,6 +33,9 @@ async fn yield_now() {
     })
     .await
 }
+
+/// Items per round in the cross-thread ops.
+const ROUND: u64 = 256;
 
 thread_local! {
     /// Messages run on this (the loop's) thread.
@@ -73,45 +76,66 @@ fn main() {
             let _ = std::fs::remove_file(path);
         }
         "post_remote" => {
-            // Another thread posts; the loop runs them (both threads counted).
+            // Another thread posts in rounds of 256, the loop runs each
+            // round before the next: steady state (node memory recycles),
+            // no spinning in the count.
             let looper = Looper::new().unwrap();
             let h = looper.handle();
-            // All posted first, then run: no spinning in the count.
-            std::thread::spawn(move || {
-                for i in 0..n {
-                    h.post(move || {
-                        black_box(i);
-                        RAN.with(|r| r.set(r.get() + 1));
-                    })
-                    .unwrap();
-                }
-            })
-            .join()
-            .unwrap();
-            looper.block_on(async {
-                while RAN.with(|r| r.get()) < n {
-                    yield_now().await;
+            let (go_tx, go_rx) = std::sync::mpsc::sync_channel::<()>(0);
+            let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(0);
+            let producer = std::thread::spawn(move || {
+                for round in 0..n.div_ceil(ROUND) {
+                    go_rx.recv().unwrap();
+                    for i in round * ROUND..((round + 1) * ROUND).min(n) {
+                        h.post(move || {
+                            black_box(i);
+                            RAN.with(|r| r.set(r.get() + 1));
+                        })
+                        .unwrap();
+                    }
+                    done_tx.send(()).unwrap();
                 }
             });
+            for round in 0..n.div_ceil(ROUND) {
+                go_tx.send(()).unwrap();
+                done_rx.recv().unwrap();
+                let until = ((round + 1) * ROUND).min(n);
+                looper.block_on(async {
+                    while RAN.with(|r| r.get()) < until {
+                        yield_now().await;
+                    }
+                });
+            }
+            producer.join().unwrap();
         }
         "queue_remote" => {
-            // The queue alone: another thread pushes u64s, this one pops.
+            // The queue alone, in rounds of 256 as above.
             let mut q = deliloop::queue::DeliQueue::new();
             let p = q.producer();
-            std::thread::spawn(move || {
-                for i in 0..n {
-                    let _ = p.push(i, 0).unwrap();
+            let (go_tx, go_rx) = std::sync::mpsc::sync_channel::<()>(0);
+            let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(0);
+            let producer = std::thread::spawn(move || {
+                for round in 0..n.div_ceil(ROUND) {
+                    go_rx.recv().unwrap();
+                    for i in round * ROUND..((round + 1) * ROUND).min(n) {
+                        let _ = p.push(i, 0).unwrap();
+                    }
+                    done_tx.send(()).unwrap();
                 }
-            })
-            .join()
-            .unwrap();
+            });
             let mut got = 0;
-            while got < n {
-                q.maintain();
-                while q.pop_swept(0).is_some() {
-                    got += 1;
+            for round in 0..n.div_ceil(ROUND) {
+                go_tx.send(()).unwrap();
+                done_rx.recv().unwrap();
+                let until = ((round + 1) * ROUND).min(n);
+                while got < until {
+                    q.maintain();
+                    while q.pop_swept(0).is_some() {
+                        got += 1;
+                    }
                 }
             }
+            producer.join().unwrap();
         }
         "timer_churn" => {
             let looper = Looper::new().unwrap();

@@ -53,7 +53,10 @@ pub(crate) type ReadLink = fn(NonNull<u8>) -> *mut u8;
 /// Writes the `returned` link of a dead block (the caller owns it).
 pub(crate) type WriteLink = fn(NonNull<u8>, *mut u8);
 
-struct Magazines(Vec<(Layout, Vec<NonNull<u8>>)>);
+/// This thread's magazines, one per layout, and which one was used last
+/// (a thread nearly always allocates one node type: the lookup is then one
+/// comparison, not a search).
+struct Magazines(Vec<(Layout, Vec<NonNull<u8>>)>, usize);
 
 impl Drop for Magazines {
     fn drop(&mut self) {
@@ -67,11 +70,11 @@ impl Drop for Magazines {
 
 #[cfg(not(loom))]
 std::thread_local! {
-    static MAGAZINES: RefCell<Magazines> = const { RefCell::new(Magazines(Vec::new())) };
+    static MAGAZINES: RefCell<Magazines> = const { RefCell::new(Magazines(Vec::new(), 0)) };
 }
 #[cfg(loom)]
 loom::thread_local! {
-    static MAGAZINES: RefCell<Magazines> = RefCell::new(Magazines(Vec::new()));
+    static MAGAZINES: RefCell<Magazines> = RefCell::new(Magazines(Vec::new(), 0));
 }
 
 /// Returns a block to the allocator (under loom: leaks it, since loom's
@@ -87,12 +90,19 @@ fn with_magazine<R>(layout: Layout, f: impl FnOnce(&mut Vec<NonNull<u8>>) -> R) 
     MAGAZINES
         .try_with(|m| {
             let mut m = m.try_borrow_mut().ok()?;
-            let idx = match m.0.iter().position(|(l, _)| *l == layout) {
-                Some(i) => i,
-                None => {
-                    m.0.push((layout, Vec::new()));
-                    m.0.len() - 1
-                }
+            let hint = m.1;
+            let idx = if m.0.get(hint).is_some_and(|(l, _)| *l == layout) {
+                hint
+            } else {
+                let i = match m.0.iter().position(|(l, _)| *l == layout) {
+                    Some(i) => i,
+                    None => {
+                        m.0.push((layout, Vec::with_capacity(MAGAZINE_MAX)));
+                        m.0.len() - 1
+                    }
+                };
+                m.1 = i;
+                i
             };
             Some(f(&mut m.0[idx].1))
         })
@@ -118,16 +128,21 @@ pub(crate) fn allocate(
             super::probe_hit!(RETURNED_TAKEN);
             super::probe_hit!(RECYCLED);
             // The chain was handed over whole by the swap; its links were
-            // written before the consumer's Release push.
+            // written before the consumer's Release push. It goes into the
+            // magazine in one visit (whatever does not fit goes back).
             let mut rest = read_link(first);
+            let _ = with_magazine(layout, |m| {
+                while let Some(b) = NonNull::new(rest) {
+                    if m.len() >= MAGAZINE_MAX {
+                        break;
+                    }
+                    rest = read_link(b);
+                    m.push(b);
+                }
+            });
             while let Some(b) = NonNull::new(rest) {
                 rest = read_link(b);
-                if with_magazine(layout, |m| {
-                    (m.len() < MAGAZINE_MAX).then(|| m.push(b)).is_some()
-                }) != Some(true)
-                {
-                    give_back(b, layout);
-                }
+                give_back(b, layout);
             }
             return (first, true);
         }
