@@ -2,18 +2,37 @@
 //! `UnsafeCell` and thread helpers from here, so that `--cfg loom` swaps in
 //! loom's instrumented versions and the models in `tests/loom_*.rs` see every
 //! access.
+//!
+//! Under `--cfg shuttle` the atomics and locks are shuttle's instead, so the
+//! randomised schedules of `tests/shuttle_*.rs` can preempt a thread at each
+//! of them. Shuttle checks sequentially consistent interleavings only (loom
+//! keeps the weak-memory models); it scales to whole-runtime scenarios that
+//! loom cannot finish. The cells stay plain (shuttle does not track them).
 
 #[cfg(loom)]
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
-    pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+    pub(crate) use loom::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
+    };
     pub(crate) use loom::sync::{Arc, Mutex};
 }
 
 #[cfg(not(loom))]
 mod imp {
-    pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize};
+    #[cfg(not(shuttle))]
+    pub(crate) use std::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
+    };
+    #[cfg(not(shuttle))]
     pub(crate) use std::sync::{Arc, Mutex};
+
+    #[cfg(shuttle)]
+    pub(crate) use shuttle::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
+    };
+    #[cfg(shuttle)]
+    pub(crate) use shuttle::sync::{Arc, Mutex};
 
     /// A `std::cell::UnsafeCell` with loom's closure-based API, so the same
     /// code compiles with and without loom.
@@ -42,3 +61,15 @@ mod imp {
 
 pub(crate) use imp::*;
 pub(crate) use std::sync::atomic::Ordering;
+
+/// Locks with std's API for the runtime's short critical sections (flood
+/// control's waiter list): std's, or shuttle's under `--cfg shuttle` (a std
+/// lock held across a shuttle preemption point would block the one OS
+/// thread shuttle runs every task on). Loom's models do not reach them.
+pub(crate) mod lock {
+    #[cfg(not(shuttle))]
+    pub(crate) use std::sync::{Mutex, TryLockError};
+
+    #[cfg(shuttle)]
+    pub(crate) use shuttle::sync::{Mutex, TryLockError};
+}

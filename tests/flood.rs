@@ -90,6 +90,61 @@ fn a_waiter_is_released_when_the_backlog_reaches_low_and_not_before() {
 }
 
 #[test]
+fn a_cancel_or_a_removal_releases_a_waiter_while_the_loop_sleeps() {
+    // The loop thread owns the looper; the room is full of delayed
+    // messages, so it sleeps (an hour) while a producer waits for room.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let lp = thread::spawn(move || {
+        let looper = Looper::builder().backlog_watermarks(1, 3).build().unwrap();
+        let h = looper.handle();
+        let a = h.post_delayed(Duration::from_secs(3600), || {}).unwrap();
+        let b = h.post_delayed(Duration::from_secs(3600), || {}).unwrap();
+        h.message(|| {})
+            .tag(deliloop::Tag(7))
+            .delay(Duration::from_secs(3600))
+            .post()
+            .unwrap();
+        tx.send((h, a, b)).unwrap();
+        looper.run();
+        looper.stats()
+    });
+    let (h, a, b) = rx.recv().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let waiter = |h: &deliloop::Handle| {
+        let (h, ran) = (h.clone(), ran.clone());
+        thread::spawn(move || {
+            futures::executor::block_on(h.post_async(move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            }))
+            .is_ok()
+        })
+    };
+    let first = waiter(&h);
+    until(|| h.backlog() == 3 && !first.is_finished());
+    // Cancelling two brings the backlog to low (1): the waiter goes.
+    assert!(a.cancel());
+    assert!(b.cancel());
+    until(|| first.is_finished());
+    assert!(first.join().unwrap());
+    until(|| ran.load(Ordering::SeqCst) == 1);
+    // Full again (the tagged one and two more); a removal makes the room.
+    h.post_delayed(Duration::from_secs(3600), || {}).unwrap();
+    h.post_delayed(Duration::from_secs(3600), || {}).unwrap();
+    let second = waiter(&h);
+    until(|| h.backlog() == 3 && !second.is_finished());
+    let _ = h.remove_where(|_| true);
+    until(|| second.is_finished());
+    assert!(second.join().unwrap());
+    until(|| ran.load(Ordering::SeqCst) == 2);
+    h.quit();
+    let s = lp.join().unwrap();
+    assert_eq!(
+        (s.posted, s.messages_run, s.cancelled, s.removed),
+        (7, 2, 2, 3)
+    );
+}
+
+#[test]
 fn waiters_are_released_in_fifo_order() {
     let looper = Looper::builder().backlog_watermarks(0, 1).build().unwrap();
     let h = looper.handle();

@@ -68,9 +68,15 @@ impl Drop for Magazines {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, shuttle)))]
 std::thread_local! {
     static MAGAZINES: RefCell<Magazines> = const { RefCell::new(Magazines(Vec::new(), 0)) };
+}
+// Shuttle runs every task on one OS thread: std's thread-locals would be
+// one magazine shared by all of them.
+#[cfg(all(shuttle, not(loom)))]
+shuttle::thread_local! {
+    static MAGAZINES: RefCell<Magazines> = RefCell::new(Magazines(Vec::new()));
 }
 #[cfg(loom)]
 loom::thread_local! {

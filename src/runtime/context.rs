@@ -12,8 +12,15 @@ use std::sync::Arc;
 use super::core::Core;
 use super::remote::Remote;
 
+#[cfg(not(shuttle))]
 thread_local! {
     static CURRENT: Cell<*const Core> = const { Cell::new(ptr::null()) };
+}
+// Shuttle runs every task on one OS thread: a std thread-local would show
+// the looper running in one task to all of them.
+#[cfg(shuttle)]
+shuttle::thread_local! {
+    static CURRENT: Cell<*const Core> = Cell::new(ptr::null());
 }
 
 /// Marks a looper as running on this thread until dropped.

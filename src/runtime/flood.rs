@@ -25,18 +25,25 @@
 //! retry and parks at most [`RETRY`] before looking again: it never blocks
 //! on the lock. A waiter dropped after its grant gives its slot back and
 //! asks the loop to look again.
+//!
+//! Room made by a cancel or a removal (which wake no one) is found by
+//! polling: while producers wait, the loop parks at most [`RETRY`]. A
+//! producer that queues up nudges a sleeping loop, and the loop reads
+//! `waiting` again after announcing its sleep (an SC fence on each side),
+//! so one of the two sees the other.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::handle::Handle;
 use super::message::{MessageId, Tag, When};
 use crate::error::PostError;
-use crate::sync::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::lock::{Mutex, TryLockError};
+use crate::sync::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::util::CachePadded;
 
 /// How long a loop that could not take the waiter lock parks at most.
@@ -179,6 +186,14 @@ impl Flood {
     pub(crate) fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Acquire)
     }
+
+    /// The loop, after announcing a sleep: whether a producer queued up
+    /// for room meanwhile (then it must not sleep longer than `RETRY`; see
+    /// `PostAsync::poll`).
+    pub(crate) fn waiting_after_sleep(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.waiting.load(Ordering::Relaxed) > 0
+    }
 }
 
 /// The future of [`Handle::post_async`].
@@ -264,6 +279,15 @@ impl<F: FnOnce() + Send + 'static> Future for PostAsync<F> {
         flood.waited.fetch_add(1, Ordering::Relaxed);
         drop(list);
         self.slot = Some(slot);
+        // Room made by a cancel or a removal wakes no one: nudge a sleeping
+        // loop, so that it parks at most `RETRY` while producers wait. The
+        // fence pairs with `waiting_after_sleep`'s: either the loop sees
+        // this waiter after announcing its sleep, or this nudge sees it
+        // asleep.
+        fence(Ordering::SeqCst);
+        if self.handle.remote.producer.nudge().wake {
+            self.handle.remote.wake_loop();
+        }
         Poll::Pending
     }
 }

@@ -26,6 +26,8 @@ mod idle;
 mod looper;
 mod measure;
 pub(crate) mod message;
+// Under `--cfg shuttle`, a parker shuttle can schedule (park_shuttle.rs).
+#[cfg_attr(shuttle, path = "park_shuttle.rs")]
 mod park;
 mod quit;
 pub(crate) mod remote;

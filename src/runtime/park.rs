@@ -10,6 +10,9 @@ use std::time::Duration;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token};
 
+/// What posters write to wake the parked loop (an eventfd).
+pub(crate) use mio::Waker;
+
 pub(crate) const WAKER: Token = Token(0);
 const TIMER: Token = Token(1);
 
@@ -22,9 +25,9 @@ pub(crate) struct Parker {
 }
 
 impl Parker {
-    pub(crate) fn new() -> io::Result<(Parker, mio::Waker)> {
+    pub(crate) fn new() -> io::Result<(Parker, Waker)> {
         let poll = Poll::new()?;
-        let waker = mio::Waker::new(poll.registry(), WAKER)?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
         // A timerfd is required: a host that waits on the epoll fd learns of
         // deadlines only through it. Out of descriptors, `Looper::new`
         // fails with the error.

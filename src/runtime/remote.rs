@@ -25,7 +25,7 @@ pub(crate) const QUIT_SAFELY: u8 = 2;
 pub(crate) struct Remote {
     pub(crate) id: u64,
     pub(crate) producer: Producer<Entry>,
-    pub(crate) waker: mio::Waker,
+    pub(crate) waker: super::park::Waker,
     pub(crate) origin: Instant,
     /// `origin` on `CLOCK_MONOTONIC` (the clock `Instant` reads), in ns.
     origin_ns: u64,
@@ -55,7 +55,7 @@ pub(crate) type WakeHook = std::sync::Arc<dyn Fn() + Send + Sync>;
 impl Remote {
     pub(crate) fn new(
         producer: Producer<Entry>,
-        waker: mio::Waker,
+        waker: super::park::Waker,
         hook: Option<WakeHook>,
         flood: Option<Arc<Flood>>,
     ) -> Remote {

@@ -52,7 +52,11 @@ impl Core {
             return;
         }
         // The flood waiter lock was busy: look again soon, never block on it.
-        let timeout = if self.flood_retry.get() {
+        // Also while producers wait for room: a cancel or a removal makes
+        // room without waking the loop (only pushes do), so look again
+        // within `RETRY` to release them (tests/flood.rs).
+        let waiters = self.remote.flood.as_ref().is_some_and(|f| f.waiting() > 0);
+        let timeout = if self.flood_retry.get() || waiters {
             Some(timeout.map_or(super::flood::RETRY, |t| t.min(super::flood::RETRY)))
         } else {
             timeout
@@ -85,6 +89,18 @@ impl Core {
         // a payload dropped by the sweep above held) reach the flag or the
         // local lane without a push: look at both after announcing the sleep.
         if self.has_ready(main) {
+            queue.wake();
+            return;
+        }
+        // A producer queued up for room since `waiters` was read: go round
+        // once more, to park at most `RETRY` (flood.rs).
+        if !waiters
+            && self
+                .remote
+                .flood
+                .as_ref()
+                .is_some_and(|f| f.waiting_after_sleep())
+        {
             queue.wake();
             return;
         }
