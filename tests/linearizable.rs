@@ -28,7 +28,7 @@
 //!   counted exactly the ones it removed.
 //!
 //! ```sh
-//! cargo test --release --test linearizable                # 2,000 histories
+//! cargo test --release --test linearizable                # 2,000 histories (500 in debug)
 //! DELILOOP_LIN_HISTORIES=100000 cargo test --release --test linearizable
 //! # Under shuttle's schedules (3 x 20 operations, 500 histories; nearly
 //! # every operation overlaps another, where real threads on two shared
@@ -477,7 +477,13 @@ fn queue_histories_are_linearizable() {
     let histories: u64 = std::env::var("DELILOOP_LIN_HISTORIES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(if cfg!(miri) { 3 } else { 2_000 });
+        .unwrap_or(if cfg!(miri) {
+            3
+        } else if cfg!(debug_assertions) {
+            500
+        } else {
+            2_000
+        });
     let n = if cfg!(miri) { 8 } else { 30 };
     let (mut steps, mut max_steps, mut overlapped) = (0, 0, 0);
     for seed in 0..histories {
