@@ -27,10 +27,10 @@ part() {
 }
 
 echo "--> shuttle: tests/shuttle_runtime.rs, $iterations schedules per test and scheduler"
-part env RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target/shuttle DELILOOP_SHUTTLE_ITERATIONS="$iterations" \
+part env RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/shuttle" DELILOOP_SHUTTLE_ITERATIONS="$iterations" \
   cargo test --release --quiet --test shuttle_runtime -- --nocapture --test-threads 1
 echo "--> shuttle: tests/linearizable.rs, $lin_shuttle histories of 3 x 20 operations"
-part env RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR=target/shuttle DELILOOP_SHUTTLE_ITERATIONS="$lin_shuttle" \
+part env RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/shuttle" DELILOOP_SHUTTLE_ITERATIONS="$lin_shuttle" \
   cargo test --release --quiet --test linearizable -- --nocapture
 echo "--> threads: tests/linearizable.rs, $lin_threads histories of 3 x 30 operations"
 part env DELILOOP_LIN_HISTORIES="$lin_threads" \

@@ -257,9 +257,13 @@ fn stages(c: &Call) -> u8 {
     }
 }
 
+/// A configuration of the search: each operation's progress and the
+/// model's order of entries.
+type Config = (Vec<Progress>, Vec<(usize, bool)>);
+
 struct Checker<'a> {
     ops: &'a [Op],
-    seen: HashSet<(Vec<Progress>, Vec<(usize, bool)>)>,
+    seen: HashSet<Config>,
     steps: u64,
 }
 

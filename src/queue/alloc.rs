@@ -76,7 +76,7 @@ std::thread_local! {
 // one magazine shared by all of them.
 #[cfg(all(shuttle, not(loom)))]
 shuttle::thread_local! {
-    static MAGAZINES: RefCell<Magazines> = RefCell::new(Magazines(Vec::new()));
+    static MAGAZINES: RefCell<Magazines> = RefCell::new(Magazines(Vec::new(), 0));
 }
 #[cfg(loom)]
 loom::thread_local! {
