@@ -10,7 +10,7 @@
 //!    from another thread, a timer that came due (a timerfd inside the fd),
 //!    ready I/O, or work a previous call left for later. With nothing to
 //!    do, a host waiting on it wakes zero times. Adapters:
-//!    [`calloop::LooperSource`] (feature `calloop`) and [`glib::attach`]
+//!    `calloop::LooperSource` (feature `calloop`) and `glib::attach`
 //!    (feature `glib`).
 //! 2. **wake hook** (winit, anything with a thread-safe "wake up" call):
 //!    [`Builder::wake_hook`] is called on the posting thread when work
@@ -291,7 +291,7 @@ impl Looper {
     /// }
     /// let start = Instant::now();
     /// let turn = looper.dispatch_ready_for(Duration::from_millis(3));
-    /// assert!(turn.dispatched >= 3 && turn.dispatched < 10);
+    /// assert!(turn.dispatched >= 1 && turn.dispatched < 10);
     /// assert!(turn.next_deadline.unwrap() <= Instant::now()); // the rest is due
     /// ```
     pub fn dispatch_ready_for(&self, budget: Duration) -> Turn {
