@@ -244,9 +244,7 @@ impl App {
         if self.report.is_some() {
             return;
         }
-        let (cpu0, t0) = self
-            .measure_from
-            .unwrap_or((Duration::ZERO, self.started));
+        let (cpu0, t0) = self.measure_from.unwrap_or((Duration::ZERO, self.started));
         self.report = Some(Report {
             cpu: process_cpu().saturating_sub(cpu0),
             wall: t0.elapsed(),
@@ -260,8 +258,7 @@ impl App {
             return;
         };
         let size = shown.window.inner_size();
-        let (Some(w), Some(h)) = (NonZeroU32::new(size.width), NonZeroU32::new(size.height))
-        else {
+        let (Some(w), Some(h)) = (NonZeroU32::new(size.width), NonZeroU32::new(size.height)) else {
             return;
         };
         shown.surface.resize(w, h).expect("resize the surface");
@@ -315,10 +312,7 @@ fn print_report(app: &App, sent: u64) {
         "posts: {} of {sent} sent from another thread (post to run: p50 {post_p50} us, max {post_max} us)",
         c.posts.load(Ordering::Relaxed)
     );
-    println!(
-        "wake hook calls: {}",
-        c.hook_calls.load(Ordering::Relaxed)
-    );
+    println!("wake hook calls: {}", c.hook_calls.load(Ordering::Relaxed));
     if let Some(r) = &app.report {
         let secs = r.wall.as_secs_f64().max(1e-9);
         println!(

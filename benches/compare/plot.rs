@@ -227,3 +227,91 @@ pub fn bars(title: &str, xlabel: &str, items: &[(String, f64)]) -> String {
     s.push_str("</svg>\n");
     s
 }
+
+/// Complementary CDFs: the fraction of samples (ns) at or above each x,
+/// log x and log y, so that the tail shows; a dashed vertical line marks
+/// `mark` (a deadline, say) with its label. Used by benches/frames.rs.
+#[allow(dead_code)]
+pub fn ccdf_log_log(
+    title: &str,
+    xlabel: &str,
+    series: &[(String, Vec<f64>)],
+    mark: Option<(f64, &str)>,
+) -> String {
+    let all: Vec<f64> = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .filter(|v| *v > 0.0)
+        .collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min).max(1.0) / 1.2;
+    let hi = all.iter().copied().fold(0.0, f64::max) * 1.2;
+    let n_max = series
+        .iter()
+        .map(|(_, v)| v.len())
+        .max()
+        .unwrap_or(1)
+        .max(2) as f64;
+    let y_lo = 1.0 / n_max / 2.0;
+    let x = |v: f64| L + (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10()) * (W - R - L);
+    let y = |f: f64| H - B - (f.log10() - y_lo.log10()) / -y_lo.log10() * (H - B - T);
+    let mut s = header(title);
+    axes(&mut s, xlabel, "fraction at or above (log)");
+    for t in log_ticks(lo, hi) {
+        let _ = write!(
+            s,
+            r##"<line x1="{0}" y1="{T}" x2="{0}" y2="{1}" stroke="#ddd"/><text x="{0}" y="{2}" text-anchor="middle">{3}</text>"##,
+            x(t),
+            H - B,
+            H - B + 18.0,
+            crate::util::fmt_ns(t)
+        );
+    }
+    let mut f = 1.0;
+    while f >= y_lo {
+        let _ = write!(
+            s,
+            r##"<text x="{}" y="{}" text-anchor="end">{f}</text><line x1="{L}" y1="{1}" x2="{2}" y2="{1}" stroke="#eee"/>"##,
+            L - 5.0,
+            y(f),
+            W - R
+        );
+        f /= 10.0;
+    }
+    if let Some((at, label)) = mark {
+        let _ = write!(
+            s,
+            r##"<line x1="{0}" y1="{T}" x2="{0}" y2="{1}" stroke="black" stroke-dasharray="4 3"/><text x="{2}" y="{3}">{4}</text>"##,
+            x(at),
+            H - B,
+            x(at) + 4.0,
+            T + 12.0,
+            esc(label)
+        );
+    }
+    for (k, (_, v)) in series.iter().enumerate() {
+        let mut v = v.clone();
+        v.sort_by(f64::total_cmp);
+        let n = v.len().max(1) as f64;
+        // Every point of the last 1,000 (the tail), a few hundred before.
+        let tail = v.len().saturating_sub(1_000);
+        let step = (tail / 300).max(1);
+        let pts: Vec<String> = v
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i >= tail || i % step == 0)
+            .map(|(i, s)| format!("{:.1},{:.1}", x(*s), y((n - i as f64) / n)))
+            .collect();
+        let _ = write!(
+            s,
+            r#"<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>"#,
+            COLORS[k % COLORS.len()],
+            pts.join(" ")
+        );
+    }
+    legend(
+        &mut s,
+        &series.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
+    );
+    s.push_str("</svg>\n");
+    s
+}
