@@ -3,7 +3,10 @@
 //! through the legacy queue, a `Mutex<VecDeque>` and a calloop channel.
 //!
 //! `cargo bench --bench frames -- [--quick] [--vsyncs N] [--only NAME,...]
-//! [--json PATH] [--plots DIR]`
+//! [--json PATH] [--plots DIR] [--wait-quiet SECS]`
+//!
+//! (`--wait-quiet`: before each implementation, wait up to SECS for the
+//! machine to be idle, since other processes share it.)
 //!
 //! Every frame starts at a vsync (every 8.33 ms), runs posted results
 //! until its dispatch budget is spent (it ends 3 ms + 1 ms before the next
@@ -56,6 +59,7 @@ mod plot;
 mod util;
 
 use std::fmt::Write as _;
+use std::time::{Duration, Instant};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -77,6 +81,8 @@ fn main() {
         .unwrap_or(if quick { 600 } else { 10_000 });
     let only: Option<Vec<String>> =
         value("--only").map(|s| s.split(',').map(|x| x.trim().to_lowercase()).collect());
+    let wait_quiet = value("--wait-quiet")
+        .map(|s| Duration::from_secs(s.parse().expect("--wait-quiet: seconds")));
     util::pin_to(load::LOOP_CPU);
     eprintln!(
         "J: {vsyncs} vsyncs at 120 Hz per implementation; {} producers at nice 19 and {} hogs on CPU 1, the loop on CPU 0",
@@ -91,7 +97,15 @@ fn main() {
         {
             continue;
         }
-        eprintln!("{name} ...");
+        if let Some(limit) = wait_quiet {
+            let waited = wait_for_quiet(limit);
+            eprintln!(
+                "{name} ... (waited {:.0} s for a quiet machine)",
+                waited.as_secs_f64()
+            );
+        } else {
+            eprintln!("{name} ...");
+        }
         outcomes.push(feeds::run(name, vsyncs));
     }
     println!("{}", markdown(vsyncs, &outcomes));
@@ -120,6 +134,35 @@ fn main() {
         std::fs::write(format!("{dir}/frames.svg"), svg).expect("write frames.svg");
         println!("wrote {dir}/frames.svg");
     }
+}
+
+/// Waits, up to `limit`, until the machine's CPUs were less than 5% busy
+/// over 3 s (other processes share this machine); returns the time waited.
+fn wait_for_quiet(limit: Duration) -> Duration {
+    let busy_idle = || {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let f: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .skip(1)
+            .map(|x| x.parse().unwrap_or(0))
+            .collect();
+        let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum();
+        (busy, f.get(3).copied().unwrap_or(0))
+    };
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        let (b0, i0) = busy_idle();
+        std::thread::sleep(Duration::from_secs(3));
+        let (b1, i1) = busy_idle();
+        let (busy, idle) = ((b1 - b0) as f64, (i1 - i0) as f64);
+        if busy / (busy + idle).max(1.0) < 0.05 {
+            break;
+        }
+    }
+    start.elapsed()
 }
 
 fn sorted(o: &Outcome) -> Vec<f64> {

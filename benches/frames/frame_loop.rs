@@ -53,10 +53,10 @@ pub struct Frames {
     /// Late frames in which the loop thread was off the CPU and not
     /// runnable for more than [`SLACK`]: blocked (on a lock, say).
     pub late_blocked: usize,
-    /// Late frames in which it waited that long to run while runnable:
-    /// preempted by another thread (none of this bench's, as it is pinned
-    /// away from them). The rest of the late frames ran that long on the
-    /// CPU (spinning, say).
+    /// Late frames in which it waited that long to run while runnable, or
+    /// its virtual CPU was stolen by the hypervisor: preempted by another
+    /// process (nothing of this bench's runs on the loop's CPU). The rest
+    /// of the late frames ran that long on the CPU (spinning, say).
     pub late_preempted: usize,
     /// The share of the loop's CPU that other processes (or the
     /// hypervisor) took during the run: the source of "preempted" frames.
@@ -68,7 +68,7 @@ pub struct Frames {
 /// Runs frames until the clock's last vsync; `dispatch(until)` runs posted
 /// work until `until` (or nothing is due).
 pub fn run(clock: Clock, cpu: usize, mut dispatch: impl FnMut(Instant)) -> Frames {
-    let (busy0, (own0, _), t0) = (cpu_busy(cpu), schedstat(), Instant::now());
+    let (busy0, (own0, _), t0) = (cpu_times(cpu).0, schedstat(), Instant::now());
     let mut times_ns = Vec::with_capacity(clock.vsyncs as usize);
     let mut missed = 0;
     let mut late = 0;
@@ -78,7 +78,7 @@ pub fn run(clock: Clock, cpu: usize, mut dispatch: impl FnMut(Instant)) -> Frame
     let mut vsync = 0u32;
     while vsync < clock.vsyncs {
         let start = clock.at(vsync);
-        let (cpu0, delay0) = schedstat();
+        let ((cpu0, delay0), steal0) = (schedstat(), cpu_times(cpu).1);
         let now = Instant::now();
         if start > now {
             std::thread::sleep(start - now);
@@ -93,8 +93,11 @@ pub fn run(clock: Clock, cpu: usize, mut dispatch: impl FnMut(Instant)) -> Frame
         times_ns.push(took.as_nanos() as f64);
         if took > PERIOD {
             late += 1;
-            let (cpu1, delay1) = schedstat();
-            let (cpu, delay) = (cpu1 - cpu0, delay1 - delay0);
+            let ((cpu1, delay1), steal1) = (schedstat(), cpu_times(cpu).1);
+            // Waiting for the CPU: on its run queue, or with the virtual
+            // CPU itself descheduled by the hypervisor (steal).
+            let delay = delay1 - delay0 + steal1.saturating_sub(steal0);
+            let cpu = cpu1 - cpu0;
             let blocked = took.saturating_sub(cpu + delay);
             if blocked > SLACK {
                 late_blocked += 1;
@@ -109,7 +112,7 @@ pub fn run(clock: Clock, cpu: usize, mut dispatch: impl FnMut(Instant)) -> Frame
         missed += next.min(clock.vsyncs + 1) - vsync - 1;
         vsync = next;
     }
-    let (busy, own) = (cpu_busy(cpu) - busy0, schedstat().0 - own0);
+    let (busy, own) = (cpu_times(cpu).0 - busy0, schedstat().0 - own0);
     let foreign_cpu = busy.saturating_sub(own).as_secs_f64() / t0.elapsed().as_secs_f64();
     Frames {
         foreign_cpu,
@@ -122,16 +125,16 @@ pub fn run(clock: Clock, cpu: usize, mut dispatch: impl FnMut(Instant)) -> Frame
     }
 }
 
-/// Time CPU `cpu` has spent busy (user, nice, system, interrupts, steal),
-/// from `/proc/stat`.
-fn cpu_busy(cpu: usize) -> Duration {
+/// Time CPU `cpu` has spent busy (user, nice, system, interrupts, steal)
+/// and, of that, stolen by the hypervisor, from `/proc/stat`.
+fn cpu_times(cpu: usize) -> (Duration, Duration) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let name = format!("cpu{cpu}");
     let Some(line) = stat
         .lines()
         .find(|l| l.split_whitespace().next() == Some(&name))
     else {
-        return Duration::ZERO;
+        return (Duration::ZERO, Duration::ZERO);
     };
     let f: Vec<u64> = line
         .split_whitespace()
@@ -141,7 +144,9 @@ fn cpu_busy(cpu: usize) -> Duration {
     let ticks: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum();
     // SAFETY: plain sysconf query.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Duration::from_nanos(ticks * 1_000_000_000 / hz)
+    let steal = f.get(7).copied().unwrap_or(0);
+    let d = |t: u64| Duration::from_nanos(t * 1_000_000_000 / hz);
+    (d(ticks), d(steal))
 }
 
 /// This thread's CPU time and time spent runnable but waiting for a CPU,
