@@ -109,6 +109,7 @@ fn main() {
         outcomes.push(feeds::run(name, vsyncs));
     }
     println!("{}", markdown(vsyncs, &outcomes));
+    println!("{}", worst_frames(&outcomes));
     if let Some(path) = value("--json") {
         std::fs::write(&path, json(vsyncs, &outcomes)).expect("write the JSON file");
         println!("wrote {path}");
@@ -198,6 +199,34 @@ fn markdown(vsyncs: u32, outcomes: &[Outcome]) -> String {
             o.run as f64 / o.wall.as_secs_f64(),
             o.frames.foreign_cpu * 100.0,
         );
+    }
+    s
+}
+
+/// The longest late frames of each implementation, split into where
+/// their time went.
+fn worst_frames(outcomes: &[Outcome]) -> String {
+    let mut s = String::from(
+        "| implementation | longest late frames: took = on CPU + waiting for the CPU + blocked (dispatch overrun) |\n|---|---|\n",
+    );
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    for o in outcomes {
+        let frames: Vec<String> = o
+            .frames
+            .worst
+            .iter()
+            .map(|f| {
+                format!(
+                    "{:.1} = {:.1} + {:.1} + {:.1} ms ({:.1})",
+                    ms(f.took),
+                    ms(f.cpu),
+                    ms(f.waiting),
+                    ms(f.blocked),
+                    ms(f.overrun)
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "| {} | {} |", o.name, frames.join("; "));
     }
     s
 }

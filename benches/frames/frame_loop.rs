@@ -63,6 +63,24 @@ pub struct Frames {
     pub foreign_cpu: f64,
     /// The longest overrun of a dispatch budget, in ns.
     pub worst_dispatch_overrun_ns: f64,
+    /// The five longest late frames, longest first, each split into where
+    /// its time went.
+    pub worst: Vec<LateFrame>,
+}
+
+/// Where a late frame's time went, from its vsync to the end of its
+/// render.
+#[derive(Clone, Copy)]
+pub struct LateFrame {
+    pub took: Duration,
+    /// The dispatch budget's overrun.
+    pub overrun: Duration,
+    /// On the CPU.
+    pub cpu: Duration,
+    /// Runnable but waiting for the CPU, or stolen by the hypervisor.
+    pub waiting: Duration,
+    /// Neither: blocked.
+    pub blocked: Duration,
 }
 
 /// Runs frames until the clock's last vsync; `dispatch(until)` runs posted
@@ -75,6 +93,7 @@ pub fn run(clock: Clock, cpu: usize, mut dispatch: impl FnMut(Instant)) -> Frame
     let mut late_blocked = 0;
     let mut late_preempted = 0;
     let mut worst_dispatch_overrun_ns: f64 = 0.0;
+    let mut worst: Vec<LateFrame> = Vec::new();
     let mut vsync = 0u32;
     while vsync < clock.vsyncs {
         let start = clock.at(vsync);
@@ -104,6 +123,15 @@ pub fn run(clock: Clock, cpu: usize, mut dispatch: impl FnMut(Instant)) -> Frame
             } else if delay > SLACK {
                 late_preempted += 1;
             }
+            worst.push(LateFrame {
+                took,
+                overrun,
+                cpu,
+                waiting: delay,
+                blocked,
+            });
+            worst.sort_by_key(|f| std::cmp::Reverse(f.took));
+            worst.truncate(5);
         }
         // Like Android's Choreographer: the next frame starts at the first
         // vsync after this one ended; the vsyncs in between showed no new
@@ -122,6 +150,7 @@ pub fn run(clock: Clock, cpu: usize, mut dispatch: impl FnMut(Instant)) -> Frame
         late_blocked,
         late_preempted,
         worst_dispatch_overrun_ns,
+        worst,
     }
 }
 
