@@ -40,7 +40,7 @@ fn cancel_after_run_returns_false() {
 
 #[test]
 fn cancel_from_another_thread_races_dispatch_exactly_once() {
-    let rounds = 2_000;
+    let rounds = if cfg!(miri) { 20 } else { 2_000 };
     let looper = Looper::new().unwrap();
     let h = looper.handle();
     let ran = Arc::new(AtomicUsize::new(0));
@@ -107,7 +107,7 @@ fn remove_from_another_thread_while_the_loop_runs() {
     let looper = Looper::new().unwrap();
     let h = looper.handle();
     let ran = Arc::new(AtomicUsize::new(0));
-    let n = 20_000u64;
+    let n = if cfg!(miri) { 300 } else { 20_000u64 };
     let remover = {
         let h = h.clone();
         thread::spawn(move || {

@@ -9,7 +9,7 @@ use deliloop::Looper;
 
 #[test]
 fn two_threads_times_100k_posts_each_run_exactly_once() {
-    const PER_THREAD: usize = 100_000;
+    const PER_THREAD: usize = if cfg!(miri) { 200 } else { 100_000 };
     let looper = Looper::new().unwrap();
     let h = looper.handle();
     let seen: Arc<Vec<AtomicUsize>> =
@@ -56,7 +56,7 @@ fn two_threads_times_100k_posts_each_run_exactly_once() {
 
 #[test]
 fn posts_to_a_busy_loop_make_no_more_wakeups_than_parks() {
-    const POSTS: usize = 100_000;
+    const POSTS: usize = if cfg!(miri) { 500 } else { 100_000 };
     let looper = Looper::new().unwrap();
     let h = looper.handle();
     let ran = Arc::new(AtomicUsize::new(0));

@@ -34,6 +34,7 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -64,6 +65,18 @@ const QUIT: u8 = 2;
 struct Slot {
     state: AtomicU8,
     waker: Mutex<Option<Waker>>,
+}
+
+impl Slot {
+    /// Wakes the waiter, with the slot's lock released. A waker that
+    /// panics is caught: the loop goes on waking the others, which would
+    /// otherwise wait forever (granted, or quit, and never told).
+    fn wake(&self) {
+        let waker = self.waker.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = waker {
+            let _ = catch_unwind(AssertUnwindSafe(|| w.wake()));
+        }
+    }
 }
 
 pub(crate) struct Flood {
@@ -156,9 +169,7 @@ impl Flood {
             self.releases.fetch_add(1, Ordering::Relaxed);
         }
         for slot in wake {
-            if let Some(w) = slot.waker.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                w.wake();
-            }
+            slot.wake();
         }
         true
     }
@@ -173,9 +184,7 @@ impl Flood {
         };
         for slot in slots {
             slot.state.store(QUIT, Ordering::Release);
-            if let Some(w) = slot.waker.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                w.wake();
-            }
+            slot.wake();
         }
     }
 

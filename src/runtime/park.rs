@@ -2,6 +2,12 @@
 //! `timerfd` armed to the next deadline, because epoll's timeout has whole
 //! millisecond resolution and timer slack while a timerfd fires within
 //! microseconds.
+//!
+//! Under Miri, which has no `timerfd` shim (it has epoll and eventfd), the
+//! parker has no timer: it sleeps in `epoll_wait` with the timeout rounded
+//! up to whole milliseconds (mio rounds up), the path a missing timerfd
+//! already takes, and a host that waits on the epoll fd must honour
+//! `Turn::next_deadline` itself. Nothing else changes under Miri.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -30,8 +36,12 @@ impl Parker {
         let waker = Waker::new(poll.registry(), WAKER)?;
         // A timerfd is required: a host that waits on the epoll fd learns of
         // deadlines only through it. Out of descriptors, `Looper::new`
-        // fails with the error.
-        let timer = Some(timerfd_create()?);
+        // fails with the error. Miri has no timerfd (module docs).
+        let timer = if cfg!(miri) {
+            None
+        } else {
+            Some(timerfd_create()?)
+        };
         if let Some(fd) = &timer {
             poll.registry()
                 .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;

@@ -2,6 +2,8 @@
 //! queue), and the registry of live tasks that quit and drop cancel.
 
 use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -78,8 +80,13 @@ fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
 /// Wraps a task's future so that, once polled on its loop, it is listed in
 /// the loop's registry of live tasks (which quit and drop cancel), and
 /// unlisted when the future is dropped.
+///
+/// The future's destructor runs under `catch_unwind`: async-task aborts the
+/// process when a future panics while it drops it (a cancel, or quit
+/// cancelling every task), and one bad destructor must not take the loop
+/// and every other task with it (`tests/faults.rs`).
 struct Registered<F> {
-    future: F,
+    future: ManuallyDrop<F>,
     looper: u64,
     key: Option<usize>,
 }
@@ -87,7 +94,7 @@ struct Registered<F> {
 impl<F> Registered<F> {
     fn new(future: F, looper: u64) -> Self {
         Registered {
-            future,
+            future: ManuallyDrop::new(future),
             looper,
             key: None,
         }
@@ -106,7 +113,7 @@ impl<F: Future> Future for Registered<F> {
                 context::with_core(this.looper, |core| core.register_task(cx.waker())).flatten();
         }
         // SAFETY: see above.
-        unsafe { Pin::new_unchecked(&mut this.future) }.poll(cx)
+        unsafe { Pin::new_unchecked(&mut *this.future) }.poll(cx)
     }
 }
 
@@ -115,5 +122,11 @@ impl<F> Drop for Registered<F> {
         if let Some(key) = self.key {
             context::with_core(self.looper, |core| core.unregister_task(key));
         }
+        // SAFETY: dropped in place (pinning allows it) exactly once, here;
+        // `future` is not used after this.
+        let drop_future = || unsafe { ManuallyDrop::drop(&mut self.future) };
+        // A panic is the destructor's own: the rest of the future was
+        // dropped while it unwound, and nothing here depends on it.
+        let _ = catch_unwind(AssertUnwindSafe(drop_future));
     }
 }

@@ -1,5 +1,8 @@
 //! Helpers shared by the behaviour tests.
 
+// Each test binary uses a subset of these.
+#![allow(dead_code)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -9,5 +12,21 @@ pub struct Counted(pub Arc<AtomicUsize>);
 impl Drop for Counted {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether the tests run under valgrind (`scripts/valgrind.sh` sets
+/// `DELILOOP_VALGRIND=1`): valgrind runs one thread at a time, about 50
+/// times slower, so the heaviest loops shrink and timing bounds widen.
+pub fn under_valgrind() -> bool {
+    std::env::var_os("DELILOOP_VALGRIND").is_some()
+}
+
+/// A timing bound, widened tenfold under valgrind (see [`under_valgrind`]).
+pub fn bound(d: std::time::Duration) -> std::time::Duration {
+    if under_valgrind() {
+        d * 10
+    } else {
+        d
     }
 }
