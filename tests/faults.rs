@@ -554,3 +554,92 @@ fn posts_racing_quit_are_run_or_handed_back_never_both_never_neither() {
     );
     println!("{loopers} loopers: {total_run} run, {total_back} handed back, {total_dropped} dropped by quit");
 }
+
+/// Writes `total` bytes in 64 KiB chunks; returns how many went out and
+/// the error that stopped it, if any.
+async fn write_until_error(
+    mut w: impl futures::io::AsyncWrite + Unpin,
+    total: usize,
+) -> (usize, std::io::Result<()>) {
+    use futures::io::AsyncWriteExt;
+    let chunk = vec![0x5a; 64 * 1024];
+    let mut sent = 0;
+    while sent < total {
+        if let Err(e) = w.write_all(&chunk).await {
+            return (sent, Err(e));
+        }
+        sent += chunk.len();
+    }
+    (sent, Ok(()))
+}
+
+/// A peer on another thread reads `take` bytes, then closes its end with
+/// the rest unread (a crash, as the writer sees it).
+fn vanishing_peer(
+    mut peer: impl std::io::Read + Send + 'static,
+    take: usize,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut buf = vec![0; take];
+        peer.read_exact(&mut buf).unwrap();
+        drop(peer);
+    })
+}
+
+/// Far more than any socket buffer, so the writer must wait for room.
+const WRITE_TOTAL: usize = 256 << 20;
+
+fn assert_peer_gone(sent: usize, r: std::io::Result<()>) {
+    let e = r.expect_err("the write must fail once the peer is gone");
+    assert!(
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+        ),
+        "{e:?}"
+    );
+    assert!(sent < WRITE_TOTAL, "{sent} bytes went out to a closed peer");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "Miri has no TCP sockets")]
+fn a_tcp_peer_that_disappears_mid_write_is_an_error_not_a_hang() {
+    let looper = Looper::new().unwrap();
+    looper.block_on(async {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = thread::spawn(move || vanishing_peer(listener.accept().unwrap().0, 4096).join());
+        let c = deliloop::net::TcpStream::connect(addr).await.unwrap();
+        let (sent, r) =
+            deliloop::time::timeout(Duration::from_secs(20), write_until_error(&c, WRITE_TOTAL))
+                .await
+                .expect("a write to a vanished peer hung");
+        assert_peer_gone(sent, r);
+        peer.join().unwrap().unwrap();
+        // The error sticks, and the loop goes on.
+        let (_, again) = write_until_error(&c, 1).await;
+        assert!(again.is_err());
+        assert_eq!(deliloop::spawn(async { 3 }).await, 3);
+    });
+    assert_eq!(looper.stats().io_sources, 0);
+}
+
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "blocks in a socket write of a thread Miri does not preempt"
+)]
+fn a_unix_peer_that_disappears_mid_write_is_an_error_not_a_hang() {
+    let looper = Looper::new().unwrap();
+    looper.block_on(async {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let peer = vanishing_peer(b, 4096);
+        let a = deliloop::io::Async::new(a).unwrap();
+        let (sent, r) =
+            deliloop::time::timeout(Duration::from_secs(20), write_until_error(&a, WRITE_TOTAL))
+                .await
+                .expect("a write to a vanished peer hung");
+        assert_peer_gone(sent, r);
+        peer.join().unwrap();
+    });
+}
