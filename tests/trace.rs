@@ -9,6 +9,7 @@ use std::time::Duration;
 use deliloop::{Looper, Tag};
 
 #[test]
+#[cfg_attr(miri, ignore = "writes a trace file; Miri isolates the file system")]
 fn a_trace_of_posts_timers_and_tasks_meets_the_trace_event_format() {
     let path = std::env::temp_dir().join(format!("deliloop-trace-{}.json", std::process::id()));
     let looper = Looper::new().unwrap();
