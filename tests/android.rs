@@ -88,7 +88,10 @@ fn quit_from_a_task_runs_nothing_after_it() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "timing: quits 1 ms after the first post; Miri's clock advances as it interprets, so the milliseconds this test allows are not there")]
+#[cfg_attr(
+    miri,
+    ignore = "timing: quits 1 ms after the first post; Miri's clock advances as it interprets, so the milliseconds this test allows are not there"
+)]
 fn front_posts_from_a_running_message_run_next_newest_first() {
     let looper = Looper::new().unwrap();
     let h = looper.handle();
@@ -145,7 +148,10 @@ fn a_barrier_holds_ordinary_messages_and_passes_asynchronous_ones_in_order() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "reads /proc to see the loop thread asleep; Miri isolates the file system")]
+#[cfg_attr(
+    miri,
+    ignore = "reads /proc to see the loop thread asleep; Miri isolates the file system"
+)]
 fn held_posts_make_no_wake_syscall_and_removing_the_barrier_wakes_a_parked_loop() {
     let looper = Looper::new().unwrap();
     let h = looper.handle();
@@ -367,7 +373,10 @@ fn message_logging_prints_a_line_before_and_after_each_dispatch() {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "timing: a message 2 ms later must run after the first one's posts; Miri's clock advances as it interprets, so the milliseconds this test allows are not there")]
+#[cfg_attr(
+    miri,
+    ignore = "timing: a message 2 ms later must run after the first one's posts; Miri's clock advances as it interprets, so the milliseconds this test allows are not there"
+)]
 fn posts_from_a_running_message_keep_when_seq_order() {
     let looper = Looper::new().unwrap();
     let h = looper.handle();

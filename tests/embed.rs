@@ -35,6 +35,7 @@ fn dispatch_ready_never_blocks_and_reports_the_next_deadline() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Miri has no poll(2), which this host loop waits in")]
 fn the_fd_turns_readable_on_a_post_from_another_thread() {
     let looper = Looper::new().unwrap();
     let fd = looper.as_raw_fd();
@@ -56,6 +57,10 @@ fn the_fd_turns_readable_on_a_post_from_another_thread() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "the fd turns readable at a deadline through the timerfd, which Miri lacks"
+)]
 fn the_fd_turns_readable_at_the_next_deadline() {
     let looper = Looper::new().unwrap();
     let fd = looper.as_raw_fd();
@@ -77,6 +82,7 @@ fn the_fd_turns_readable_at_the_next_deadline() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Miri has no poll(2), which this host loop waits in")]
 fn a_host_loop_runs_tasks_and_timers() {
     let looper = Looper::new().unwrap();
     let task = looper.spawn_local(async {
@@ -137,6 +143,7 @@ fn poll_host(looper: &Looper, done: impl Fn() -> bool, waiting: impl Fn() -> boo
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Miri has no poll(2), which this host loop waits in")]
 fn a_poll_host_never_sleeps_with_work_due_under_a_stream_of_posts() {
     let (runs, posts) = (50, 100_000);
     for run in 0..runs {
@@ -171,7 +178,7 @@ fn a_poll_host_never_sleeps_with_work_due_under_a_stream_of_posts() {
 #[test]
 fn a_hook_host_never_sleeps_with_work_due_under_a_stream_of_posts() {
     use std::sync::{Condvar, Mutex};
-    let (runs, posts) = (50, 100_000);
+    let (runs, posts) = if cfg!(miri) { (2, 200) } else { (50, 100_000) };
     for run in 0..runs {
         let signal = Arc::new((Mutex::new(false), Condvar::new()));
         let s = signal.clone();
@@ -218,6 +225,7 @@ fn a_hook_host_never_sleeps_with_work_due_under_a_stream_of_posts() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Miri has no poll(2), which this host loop waits in")]
 fn an_idle_poll_host_wakes_zero_times() {
     let looper = Looper::new().unwrap();
     // Some history first: timers that fired and one that was cancelled.
@@ -242,6 +250,7 @@ fn an_idle_poll_host_wakes_zero_times() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Miri has no poll(2), which this host loop waits in")]
 fn dispatch_ready_for_overruns_by_at_most_one_entry_and_keeps_order() {
     let looper = Looper::new().unwrap();
     let h = looper.handle();

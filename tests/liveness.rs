@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 use deliloop::{Looper, Tag};
 
 #[test]
-#[cfg_attr(miri, ignore = "timing: the walker is stuck for 2 s and the loop must finish in 500 ms; Miri's clock advances as it interprets, so the milliseconds this test allows are not there")]
+#[cfg_attr(
+    miri,
+    ignore = "timing: the walker is stuck for 2 s and the loop must finish in 500 ms; Miri's clock advances as it interprets, so the milliseconds this test allows are not there"
+)]
 fn a_walker_blocked_in_its_predicate_does_not_stall_the_loop() {
     let posts = if cfg!(miri) { 200 } else { 10_000 };
     let looper = Looper::new().unwrap();

@@ -47,7 +47,10 @@ impl tracing::Subscriber for Capture {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "timing: counts dispatches over a 5 ms threshold; Miri's clock advances as it interprets, so the milliseconds this test allows are not there")]
+#[cfg_attr(
+    miri,
+    ignore = "timing: counts dispatches over a 5 ms threshold; Miri's clock advances as it interprets, so the milliseconds this test allows are not there"
+)]
 fn slow_dispatches_are_logged_and_slow_delivery_once_per_backlog() {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let looper = Looper::builder()

@@ -15,7 +15,10 @@ fn work(d: Duration) {
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "timing: compares stall times to the millisecond; Miri's clock advances as it interprets, so the milliseconds this test allows are not there")]
+#[cfg_attr(
+    miri,
+    ignore = "timing: compares stall times to the millisecond; Miri's clock advances as it interprets, so the milliseconds this test allows are not there"
+)]
 fn a_busy_loop_running_a_backlog_is_some_not_full() {
     let looper = Looper::new().unwrap();
     let h = looper.handle();
