@@ -9,17 +9,8 @@ use std::time::{Duration, Instant};
 
 use deliloop::Looper;
 
-/// Waits up to `ms` for `fd` to be readable, as a host loop would.
-fn readable(fd: i32, ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    let n = unsafe { libc::poll(&mut p, 1, ms) };
-    n == 1 && p.revents & libc::POLLIN != 0
-}
+mod common;
+use common::readable;
 
 #[test]
 fn dispatch_ready_never_blocks_and_reports_the_next_deadline() {

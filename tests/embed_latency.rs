@@ -10,16 +10,8 @@ use std::time::{Duration, Instant};
 
 use deliloop::Looper;
 
-fn readable(fd: i32, ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    let n = unsafe { libc::poll(&mut p, 1, ms) };
-    n == 1 && p.revents & libc::POLLIN != 0
-}
+mod common;
+use common::readable;
 
 /// A host that sleeps only in `poll(2)` on the fd.
 fn poll_host(looper: &Looper, done: impl Fn() -> bool) {

@@ -30,3 +30,15 @@ pub fn bound(d: std::time::Duration) -> std::time::Duration {
         d
     }
 }
+
+/// Waits up to `ms` for `fd` to be readable, as a host loop would.
+pub fn readable(fd: i32, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, ms) };
+    n == 1 && p.revents & libc::POLLIN != 0
+}
