@@ -47,16 +47,24 @@ for line in sys.stdin:
         print(m["target"]["name"], m["executable"])
 ' >"$list" || { echo "valgrind: the build failed"; exit 1; }
 
+# Single tests left out under valgrind, each with its reason.
+declare -A skip=(
+  [pressure]="a_busy_loop_running_a_backlog_is_some_not_full"
+)
+echo "SKIP valgrind pressure::a_busy_loop_running_a_backlog_is_some_not_full: it compares stall times to the millisecond against 2 ms messages, and valgrind's 50x slowdown of the loop's own bookkeeping between them breaks the proportion"
+
 export DELILOOP_VALGRIND=1
 failed=()
 while read -r name exe; do
   start=$SECONDS
+  extra=()
+  if [[ -n "${skip[$name]:-}" ]]; then extra=(--skip "${skip[$name]}" --exact); fi
   # Definitely, indirectly and possibly lost blocks are errors; blocks
   # still reachable at exit (std's and the harness's globals) are not
   # leaks and are not counted.
   if valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect,possible \
     --errors-for-leak-kinds=definite,indirect,possible --suppressions=scripts/valgrind.supp \
-    --error-exitcode=1 "$exe" --test-threads=1 -q; then
+    --error-exitcode=1 "$exe" --test-threads=1 -q "${extra[@]}"; then
     printf 'valgrind %s: clean (%d s)\n' "$name" $((SECONDS - start))
   else
     printf 'valgrind %s: FAILED (%d s)\n' "$name" $((SECONDS - start))

@@ -88,10 +88,6 @@ fn quit_from_a_task_runs_nothing_after_it() {
 }
 
 #[test]
-#[cfg_attr(
-    miri,
-    ignore = "timing: quits 1 ms after the first post; Miri's clock advances as it interprets, so the milliseconds this test allows are not there"
-)]
 fn front_posts_from_a_running_message_run_next_newest_first() {
     let looper = Looper::new().unwrap();
     let h = looper.handle();
@@ -102,12 +98,12 @@ fn front_posts_from_a_running_message_run_next_newest_first() {
         h2.post_at_front(push(&l, "front1")).unwrap();
         h2.post_at_front(push(&l, "front2")).unwrap();
         h2.post(push(&l, "posted during")).unwrap();
+        // Posted after it, so it runs after it: (when, seq) order.
+        let h3 = h2.clone();
+        h2.post(move || h3.quit()).unwrap();
     })
     .unwrap();
     h.post(push(&log, "already due")).unwrap();
-    let h3 = h.clone();
-    h.post_delayed(Duration::from_millis(1), move || h3.quit())
-        .unwrap();
     looper.run();
     assert_eq!(
         *log.lock().unwrap(),
@@ -375,7 +371,7 @@ fn message_logging_prints_a_line_before_and_after_each_dispatch() {
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "timing: a message 2 ms later must run after the first one's posts; Miri's clock advances as it interprets, so the milliseconds this test allows are not there"
+    ignore = "timing: a message 50 ms later must run after the first one's posts; Miri's clock advances as it interprets, so the milliseconds this test allows are not there"
 )]
 fn posts_from_a_running_message_keep_when_seq_order() {
     let looper = Looper::new().unwrap();
@@ -389,10 +385,13 @@ fn posts_from_a_running_message_keep_when_seq_order() {
         h2.post(push(&l, "now")).unwrap();
     })
     .unwrap();
-    h.post_delayed(Duration::from_millis(2), push(&log, "later"))
+    // Far enough ahead that the first batch (which runs the first message)
+    // starts before "later" is due, even under valgrind; a post made
+    // during a batch is swept at the next one, as from another thread.
+    h.post_delayed(Duration::from_millis(50), push(&log, "later"))
         .unwrap();
     let h3 = h.clone();
-    h.post_delayed(Duration::from_millis(5), move || h3.quit())
+    h.post_delayed(Duration::from_millis(100), move || h3.quit())
         .unwrap();
     looper.run();
     assert_eq!(*log.lock().unwrap(), ["past", "now", "later"]);
