@@ -11,7 +11,7 @@
 //!
 //! | word | written by | read by |
 //! |---|---|---|
-//! | `backlog` | producers (a CAS that reserves one slot below `high`, or a release after a refused push); the loop (one `fetch_sub` per batch of consumed messages; one `fetch_add` per granted waiter, reserving its slot) | everyone |
+//! | `backlog` | producers (a CAS that reserves one slot below `high`, or a release after a refused push); the loop (one `fetch_sub` per batch of consumed messages; per granted waiter, the producers' CAS, reserving its slot below `high`) | everyone |
 //! | `waiters` (a mutex) | producers (queue up, leave); the loop, with `try_lock` only | — |
 //! | `waiting` | under the `waiters` lock | everyone (a hint) |
 //! | a slot's `state` | the loop (WAITING -> GRANTED), quit (-> QUIT), under the lock | its waiter |
@@ -154,13 +154,14 @@ impl Flood {
                 return false;
             }
         };
-        let backlog = self.backlog.0.load(Ordering::Acquire);
-        let room = self.high.saturating_sub(backlog);
+        // Each grant reserves its slot with the same CAS producers use: a
+        // room figure read once would be stale the moment a `post` from
+        // another thread reserved meanwhile, and the backlog would pass
+        // `high`.
         let mut wake = Vec::new();
-        while wake.len() < room {
-            let Some(slot) = list.pop_front() else { break };
+        while !list.is_empty() && self.try_reserve() {
+            let slot = list.pop_front().expect("the list is not empty");
             slot.state.store(GRANTED, Ordering::Release);
-            self.backlog.0.fetch_add(1, Ordering::AcqRel);
             wake.push(slot);
         }
         self.waiting.store(list.len(), Ordering::Release);
