@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use deliloop::{Looper, PostError};
 
+mod common;
+
 /// Waits until `cond` holds, up to 10 s (a failure, not a sleep).
 fn until(mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -267,4 +269,46 @@ fn nothing_is_lost_or_doubled_under_a_flood_from_two_producers() {
         s.backlog_peak
     );
     assert!(s.waited > 0, "the flood never had to wait");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "Miri has no poll(2), which this host loop waits in")]
+fn an_embedded_loop_releases_a_waiter_when_a_cancel_makes_room() {
+    use std::os::fd::AsRawFd;
+    // A host that sleeps in poll(2) on the looper's fd. The backlog is full
+    // with a message due in an hour; a producer waits for room; a cancel
+    // makes it without waking anyone. The fd must still turn readable
+    // (within `RETRY`) so that the host's next call releases the waiter.
+    let looper = Looper::builder().backlog_watermarks(0, 1).build().unwrap();
+    let h = looper.handle();
+    let id = h.post_delayed(Duration::from_secs(3600), || {}).unwrap();
+    looper.dispatch_ready();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let waiter = {
+        let (h, ran) = (h.clone(), ran.clone());
+        thread::spawn(move || {
+            futures::executor::block_on(h.post_async(move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            }))
+            .is_ok()
+        })
+    };
+    until(|| looper.stats().waited == 1);
+    // Nothing is due for an hour: this call arms the fd.
+    looper.dispatch_ready();
+    assert!(id.cancel());
+    let fd = looper.as_raw_fd();
+    let start = Instant::now();
+    while ran.load(Ordering::SeqCst) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the host slept with a waiter and room for it"
+        );
+        if common::readable(fd, 10_000) {
+            looper.dispatch_ready();
+        }
+    }
+    assert!(waiter.join().unwrap());
+    let s = looper.stats();
+    assert_eq!((s.posted, s.messages_run, s.cancelled), (2, 1, 1));
 }

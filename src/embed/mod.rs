@@ -179,16 +179,31 @@ impl Core {
         let now = self.now_ticks();
         self.psi.borrow_mut().close(now);
         let local_timer = self.timers.borrow_mut().next_deadline();
+        // While producers wait for room, the host comes back within
+        // `RETRY`, as `park` does: a cancel, a removal or a granted waiter
+        // dropped unposted makes room without waking the loop.
+        let flood = self.remote.flood.as_ref();
+        let waiters = flood.is_some_and(|f| f.waiting() > 0);
         let idle = self.queue.borrow_mut().prepare_idle(now, local_timer);
         let Idle::Asleep { deadline } = idle else {
             return Some(self.work_remains());
         };
         // The sweep may have dropped a cancelled payload whose destructor
         // woke a task on this thread (the local lane, no push): look again.
-        if !self.local.borrow().is_empty() {
+        // And a producer that queued up for room since `waiters` was read
+        // (its fence pairs with `waiting_after_sleep`'s; flood.rs).
+        if !self.local.borrow().is_empty()
+            || (!waiters && flood.is_some_and(|f| f.waiting_after_sleep()))
+        {
             self.queue.borrow_mut().wake();
             return Some(self.work_remains());
         }
+        let deadline = if waiters {
+            let retry = now.saturating_add(crate::runtime::flood::RETRY.as_nanos() as u64);
+            Some(deadline.map_or(retry, |d| d.min(retry)))
+        } else {
+            deadline
+        };
         let timeout = deadline.map(|d| Duration::from_nanos(d.saturating_sub(self.now_ticks())));
         self.parker.borrow_mut().arm_for_host(timeout);
         self.host_armed.set(true);

@@ -11,10 +11,10 @@
 //!
 //! | word | written by | read by |
 //! |---|---|---|
-//! | `backlog` | producers (a CAS that reserves one slot below `high`, or a release after a refused push); the loop (one `fetch_sub` per batch of consumed messages; per granted waiter, the producers' CAS, reserving its slot below `high`) | everyone |
-//! | `waiters` (a mutex) | producers (queue up, leave); the loop, with `try_lock` only | — |
+//! | `backlog` | producers (a CAS that reserves one slot below `high`; a release after a push refused by quit, or by a granted waiter dropped unposted); the loop (one `fetch_sub` per batch of consumed messages; per granted waiter, the producers' CAS, reserving its slot below `high`) | everyone |
+//! | `waiters` (a mutex) | producers (queue up, leave); the loop, with `try_lock` while it runs (quit, which ends the loop, takes the lock) | — |
 //! | `waiting` | under the `waiters` lock | everyone (a hint) |
-//! | a slot's `state` | the loop (WAITING -> GRANTED), quit (-> QUIT), under the lock | its waiter |
+//! | a slot's `state` | the loop (WAITING -> GRANTED, under the lock), quit (-> QUIT, after draining the list under the lock) | its waiter |
 //!
 //! No lost release: a producer queues up only under the lock, after
 //! failing to reserve under it with the list empty, or behind others. The
@@ -26,11 +26,16 @@
 //! on the lock. A waiter dropped after its grant gives its slot back and
 //! asks the loop to look again.
 //!
-//! Room made by a cancel or a removal (which wake no one) is found by
-//! polling: while producers wait, the loop parks at most [`RETRY`]. A
-//! producer that queues up nudges a sleeping loop, and the loop reads
-//! `waiting` again after announcing its sleep (an SC fence on each side),
-//! so one of the two sees the other.
+//! The loop's fast path skips the lock when it reads `waiting == 0` or the
+//! backlog is above `low`; a grant can also find no room, when plain
+//! posts took it first. Neither strands a waiter, because room made
+//! without a push (a cancel, a removal, a granted waiter dropped
+//! unposted, which also re-grants above `low`) is found by polling: while
+//! producers wait, the loop parks at most [`RETRY`] (`Core::park`), and an
+//! embedded loop arms the host's fd for at most [`RETRY`]
+//! (`Core::host_prepare`). A producer that queues up nudges a sleeping
+//! loop, and the loop reads `waiting` again after announcing its sleep
+//! (an SC fence on each side), so one of the two sees the other.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -126,7 +131,8 @@ impl Flood {
         }
     }
 
-    /// Gives back reserved room (a post that was then refused by quit).
+    /// Gives back reserved room (a post that was then refused by quit, or
+    /// a granted waiter dropped before it posted).
     pub(crate) fn unreserve(&self, n: usize) {
         self.backlog.0.fetch_sub(n, Ordering::AcqRel);
     }
@@ -251,6 +257,8 @@ impl<F: FnOnce() + Send + 'static> Future for PostAsync<F> {
     type Output = Result<MessageId, PostError<F>>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Polled after completion: panic before reserving anything.
+        assert!(self.f.is_some(), "PostAsync polled after completion");
         let Some(flood) = self.handle.remote.flood.clone() else {
             return self.post(false);
         };

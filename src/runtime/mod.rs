@@ -19,7 +19,7 @@ mod builder;
 pub(crate) mod context;
 pub(crate) mod core;
 mod dispatch;
-mod flood;
+pub(crate) mod flood;
 pub(crate) mod global;
 mod handle;
 mod idle;
