@@ -41,6 +41,14 @@
 //!   writes the eventfd (and calls the hook); the timerfd fires at `D`.
 //!   If the re-check finds a post that slipped in, this is "work remains".
 //!
+//! One exception to "armed to `D`": with backlog watermarks, while a
+//! `post_async` waits for room, the timerfd is armed for at most 1 ms
+//! (and `Turn::next_deadline` says so), as the threaded loop parks at
+//! most that long then: a cancel or a removal makes room without waking
+//! anyone, so the host comes back to release the waiter
+//! (`tests/flood.rs: an_embedded_loop_releases_a_waiter_when_a_cancel_makes_room`).
+//! An idle host with no waiter wakes zero times.
+//!
 //! So after every call either the fd is readable (or will be at `D`), or
 //! the returned `Turn` says work is due now: never neither
 //! (`tests/loom_park.rs`, `host_arm_vs_post`, models this decision). The
@@ -180,8 +188,10 @@ impl Core {
         self.psi.borrow_mut().close(now);
         let local_timer = self.timers.borrow_mut().next_deadline();
         // While producers wait for room, the host comes back within
-        // `RETRY`, as `park` does: a cancel, a removal or a granted waiter
-        // dropped unposted makes room without waking the loop.
+        // `RETRY`, as `park` wakes then: a cancel, a removal or a granted
+        // waiter dropped unposted makes room without waking the loop.
+        // (When the waiter lock was busy, `flood_retry` above returns at
+        // once instead, where `park` waits up to `RETRY`.)
         let flood = self.remote.flood.as_ref();
         let waiters = flood.is_some_and(|f| f.waiting() > 0);
         let idle = self.queue.borrow_mut().prepare_idle(now, local_timer);
@@ -270,7 +280,10 @@ impl Looper {
     /// is readable if work remains, and otherwise turns readable as soon as
     /// there is work again: a post from any thread, the next deadline
     /// (through a timerfd), or I/O. [`Turn::next_deadline`](crate::Turn) says
-    /// the same for hosts that wait with a timeout instead.
+    /// the same for hosts that wait with a timeout instead. (While a
+    /// [`post_async`](crate::Handle::post_async) waits for room under
+    /// backlog watermarks, both say "within 1 ms": module
+    /// [`embed`](crate::embed), "How the fd is armed".)
     ///
     /// # Panics
     /// If a looper is already running on this thread.

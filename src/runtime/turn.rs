@@ -23,7 +23,9 @@ use crate::sync::Ordering;
 pub struct Turn {
     /// Entries dispatched in this turn.
     pub dispatched: usize,
-    /// When the earliest pending entry is due (now, if some are ready).
+    /// When the earliest pending entry is due (now, if some are ready);
+    /// within 1 ms while a `post_async` waits for room (module
+    /// [`embed`](crate::embed)), so that a host comes back to release it.
     pub next_deadline: Option<Instant>,
     /// The looper has quit: nothing will run any more.
     pub quit: bool,
