@@ -24,16 +24,22 @@ type Outcome<R> = Result<R, Box<dyn Any + Send>>;
 /// The closure and where its outcome goes. Dropping it unrun drops the
 /// closure *before* the sender, so a caller woken by the sender's drop
 /// knows nothing borrowed is used any more.
+///
+/// A job travels boxed, and every function that can wake the caller takes
+/// the box, not the job: a reference the closure holds into the caller's
+/// stack must not be part of a live function argument when the caller
+/// returns and frees what it points to (a by-value `self` would be, until
+/// that function returned; Miri reports it).
 struct Job<F, R> {
     f: Option<F>,
     tx: SyncSender<Outcome<R>>,
 }
 
 impl<F: FnOnce() -> R, R> Job<F, R> {
-    fn run(mut self) {
-        let f = self.f.take().expect("a job runs once");
+    fn run(mut job: Box<Self>) {
+        let f = job.f.take().expect("a job runs once");
         let outcome = catch_unwind(AssertUnwindSafe(f));
-        let _ = self.tx.send(outcome);
+        let _ = job.tx.send(outcome);
     }
 }
 
@@ -81,8 +87,8 @@ impl Handle {
             return Ok(f());
         }
         let (tx, rx) = sync_channel(1);
-        let job = Job { f: Some(f), tx };
-        let run: Box<dyn FnOnce() + Send + '_> = Box::new(move || job.run());
+        let job = Box::new(Job { f: Some(f), tx });
+        let run: Box<dyn FnOnce() + Send + '_> = Box::new(move || Job::run(job));
         // SAFETY: the box may borrow from the caller (`'_`). It is erased to
         // `'static` only to travel through the queue; this function does
         // not return before the box has been run or dropped: `rx.recv()`
