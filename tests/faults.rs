@@ -215,13 +215,20 @@ fn post_bombs_and_counted(
     }
 }
 
+/// A looper holding 10 messages whose payload panics when dropped and 30
+/// that count their drops (`post_bombs_and_counted`), and that count.
+fn bombed_looper() -> (Looper, Arc<AtomicUsize>) {
+    let looper = Looper::new().unwrap();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    post_bombs_and_counted(&looper, 10, 30, &dropped);
+    (looper, dropped)
+}
+
 #[test]
 fn payload_destructors_that_panic_during_quit_leave_the_rest_dropped_and_counted() {
     quiet_faults();
     // quit: nothing runs; every payload is dropped by quit, bombs too.
-    let looper = Looper::new().unwrap();
-    let dropped = Arc::new(AtomicUsize::new(0));
-    post_bombs_and_counted(&looper, 10, 30, &dropped);
+    let (looper, dropped) = bombed_looper();
     looper.handle().quit();
     looper.run();
     assert_eq!(dropped.load(Ordering::SeqCst), 30);
@@ -231,9 +238,7 @@ fn payload_destructors_that_panic_during_quit_leave_the_rest_dropped_and_counted
 
     // quit_safely: the due half runs (a bomb goes off as its closure
     // returns: a caught panic, counted), the rest is dropped by quit.
-    let looper = Looper::new().unwrap();
-    let dropped = Arc::new(AtomicUsize::new(0));
-    post_bombs_and_counted(&looper, 10, 30, &dropped);
+    let (looper, dropped) = bombed_looper();
     looper.handle().quit_safely();
     looper.run();
     assert_eq!(dropped.load(Ordering::SeqCst), 30);
@@ -243,9 +248,7 @@ fn payload_destructors_that_panic_during_quit_leave_the_rest_dropped_and_counted
     assert_eq!(s.posted, s.messages_run + s.messages_dropped);
 
     // Dropping the looper (no quit first) is the same quit.
-    let looper = Looper::new().unwrap();
-    let dropped = Arc::new(AtomicUsize::new(0));
-    post_bombs_and_counted(&looper, 10, 30, &dropped);
+    let (looper, dropped) = bombed_looper();
     drop(looper);
     assert_eq!(dropped.load(Ordering::SeqCst), 30);
 }
