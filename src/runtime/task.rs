@@ -112,7 +112,9 @@ impl<F: Future> Future for Registered<F> {
             this.key =
                 context::with_core(this.looper, |core| core.register_task(cx.waker())).flatten();
         }
-        // SAFETY: see above.
+        // SAFETY: `future` is structurally pinned: `this` came from a pinned
+        // `self`, and the future is never moved out of it (only dropped in
+        // place, in `Drop`).
         unsafe { Pin::new_unchecked(&mut *this.future) }.poll(cx)
     }
 }
