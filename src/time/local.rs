@@ -1,75 +1,263 @@
-//! Timers created and polled on their loop's own thread: kept in a heap
-//! and slab the loop alone owns, with no push on the shared stack, no
-//! tombstone and no limbo. Registering is a slab insert and a heap push;
-//! dropping on the loop thread frees the slab slot at once (its heap entry
-//! goes stale, skipped when it surfaces; the heap is compacted once stale
-//! entries outnumber live ones, so churn does not grow it); firing wakes
-//! the waker stored in the slot. A timer first polled on another thread
-//! takes the shared, lock-free path (`sleep.rs`).
+//! Timers created and polled on their loop's own thread: a hierarchical
+//! timing wheel the loop alone owns, with no push on the shared stack, no
+//! tombstone, no limbo and no allocation per timer. A timer first polled on
+//! another thread takes the shared, lock-free path (`sleep.rs`).
 //!
 //! Loop thread only: no atomics.
+//!
+//! # Layout
+//! A timer is one 32-byte [`Slot`]: its exact deadline, its waker and two
+//! links of a doubly-linked list. Slots live in chunks of 1,024 that never
+//! move or shrink (so growth has no doubling slack and no copy); a freed
+//! slot goes on a free list and is reused first.
+//!
+//! The wheel has [`LEVELS`] levels of 64 lists. Level 0's lists are
+//! 2^16 ns (65.5 µs) wide, each level's 64 times its lower one's, so seven
+//! levels span 2^58 ns (9 years); a deadline farther than that from the
+//! wheel's clock goes on an overflow list. A timer sits at the level of the
+//! highest bit where its deadline differs from the wheel's clock
+//! (`elapsed`): lists of a level hold deadlines in the current span of the
+//! level above, so every timer at a lower level is due before every timer
+//! at a higher one, and a level's lists are due in index order.
+//!
+//! # Costs
+//! - Insert: one slot from the free list, a level from one
+//!   `leading_zeros`, a push on the list's head: O(1).
+//! - Remove: unlink, O(1); the slot is free at once.
+//! - Fire: the loop advances the wheel to its clock. A level-0 list whose
+//!   span has started fires the timers due in it (the rest stay); a
+//!   higher list whose span has started is moved down a level or more.
+//!   Each timer moves at most once per level: O(1) amortised per timer.
+//!   Timers due together fire in deadline order (sorted per list, stable).
+//! - Next deadline (before the loop sleeps): the earliest timer is in the
+//!   first non-empty list of the lowest non-empty level; that list is
+//!   scanned. The answer is kept until a timer fires or the earliest one is
+//!   removed, and an insert only lowers it, so a loop that parks again and
+//!   again does not rescan.
+//!
+//! Deadlines are exact: the wheel only indexes them. Nothing is rounded.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::task::Waker;
 
-use slab::Slab;
+/// Level-0 lists are `2^SHIFT` ns wide.
+const SHIFT: u32 = 16;
+/// Each level has `2^BITS` lists.
+const BITS: u32 = 6;
+const PER_LEVEL: usize = 1 << BITS;
+const LEVELS: usize = 7;
+/// The list of deadlines beyond the top level's span.
+const OVERFLOW: usize = LEVELS * PER_LEVEL;
+const LISTS: usize = OVERFLOW + 1;
 
-/// Compaction runs when stale heap entries pass this and the live count.
-const COMPACT_MIN: usize = 32;
+const CHUNK_BITS: u32 = 10;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+/// No slot (end of a list, empty free list).
+const NIL: u32 = u32::MAX;
+/// `prev` of a fired timer's slot (its owner has not dropped it yet).
+const FIRED: u32 = u32::MAX;
+/// `prev` of a free slot (`next` is the next free one).
+const VACANT: u32 = u32::MAX - 1;
+/// `prev` of a list's first slot: `HEAD | list`.
+const HEAD: u32 = 1 << 31;
+
+/// At most this many local timers at once; past it, a timer takes the
+/// shared path (it would be 32 GiB of slots).
+pub(crate) const MAX_TIMERS: usize = 1 << 30;
 
 struct Slot {
     deadline: u64,
-    seq: u32,
-    fired: bool,
     waker: Option<Waker>,
+    next: u32,
+    prev: u32,
 }
 
-/// A registered local timer: its slot and the slot's sequence number.
+/// A registered local timer: its slot. Only its owner (one `Sleep`) holds
+/// it; the slot is freed only by that owner or by quit ([`clear`], after
+/// which nothing is inserted).
+///
+/// [`clear`]: LocalTimers::clear
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LocalKey {
-    key: u32,
-    seq: u32,
+pub(crate) struct LocalKey(u32);
+
+impl LocalKey {
+    pub(crate) fn index(self) -> u32 {
+        self.0
+    }
+
+    pub(crate) fn from_index(i: u32) -> LocalKey {
+        LocalKey(i)
+    }
 }
 
-#[derive(Default)]
+/// What `next_deadline` last found, while still true.
+#[derive(Clone, Copy)]
+enum Earliest {
+    Unknown,
+    Known(Option<u64>),
+}
+
 pub(crate) struct LocalTimers {
-    slots: Slab<Slot>,
-    /// `(deadline, seq, key)`; an entry whose slot is gone or reused is stale.
-    heap: BinaryHeap<Reverse<(u64, u32, u32)>>,
-    next_seq: u32,
-    stale: usize,
+    chunks: Vec<Vec<Slot>>,
+    free: u32,
+    heads: Box<[u32; LISTS]>,
+    /// Bit `i` of `occupied[l]`: list `i` of level `l` is not empty.
+    occupied: [u64; LEVELS],
+    /// The wheel's clock: every slot span before it has been processed.
+    elapsed: u64,
     /// Registered timers that have not fired.
     unfired: usize,
+    /// The smallest deadline on the overflow list (`u64::MAX`: empty).
+    overflow_min: u64,
+    earliest: Earliest,
+}
+
+impl Default for LocalTimers {
+    fn default() -> Self {
+        LocalTimers {
+            chunks: Vec::new(),
+            free: NIL,
+            heads: Box::new([NIL; LISTS]),
+            occupied: [0; LEVELS],
+            elapsed: 0,
+            unfired: 0,
+            overflow_min: u64::MAX,
+            earliest: Earliest::Known(None),
+        }
+    }
+}
+
+/// The digit of `t` at `level`.
+fn digit(t: u64, level: usize) -> usize {
+    ((t >> (SHIFT + BITS * level as u32)) as usize) & (PER_LEVEL - 1)
+}
+
+/// Where a span of `level` starts: `t`'s bits above that level, then
+/// `digit`, then zeros.
+fn span_start(t: u64, level: usize, digit: usize) -> u64 {
+    let low = SHIFT + BITS * level as u32;
+    let above = low + BITS;
+    let high = if above >= 64 { 0 } else { (t >> above) << above };
+    high | ((digit as u64) << low)
 }
 
 impl LocalTimers {
-    /// Registers a timer due at `deadline`.
-    pub(crate) fn insert(&mut self, deadline: u64, waker: Waker) -> LocalKey {
-        self.next_seq = self.next_seq.wrapping_add(1);
-        let seq = self.next_seq;
-        let key = self.slots.insert(Slot {
-            deadline,
-            seq,
-            fired: false,
-            waker: Some(waker),
-        }) as u32;
-        self.heap.push(Reverse((deadline, seq, key)));
-        self.unfired += 1;
-        LocalKey { key, seq }
+    fn at(&self, i: u32) -> &Slot {
+        &self.chunks[(i >> CHUNK_BITS) as usize][i as usize & (CHUNK - 1)]
     }
 
-    fn slot(&mut self, k: LocalKey) -> Option<&mut Slot> {
-        self.slots
-            .get_mut(k.key as usize)
-            .filter(|s| s.seq == k.seq)
+    fn at_mut(&mut self, i: u32) -> &mut Slot {
+        &mut self.chunks[(i >> CHUNK_BITS) as usize][i as usize & (CHUNK - 1)]
+    }
+
+    /// The slot of `k`, unless it is gone (cleared by quit).
+    fn get_mut(&mut self, k: LocalKey) -> Option<&mut Slot> {
+        self.chunks
+            .get_mut((k.0 >> CHUNK_BITS) as usize)?
+            .get_mut(k.0 as usize & (CHUNK - 1))
+            .filter(|s| s.prev != VACANT)
+    }
+
+    /// The list a timer due at `deadline` belongs on.
+    fn list_of(&self, deadline: u64) -> usize {
+        let e = self.elapsed;
+        let differ = (deadline.max(e) ^ e) >> SHIFT;
+        if differ == 0 {
+            // Due in the current level-0 span (or already due).
+            return digit(e, 0);
+        }
+        let level = ((63 - differ.leading_zeros()) / BITS) as usize;
+        if level >= LEVELS {
+            return OVERFLOW;
+        }
+        level * PER_LEVEL + digit(deadline, level)
+    }
+
+    fn link(&mut self, i: u32, list: usize) {
+        let head = self.heads[list];
+        {
+            let s = self.at_mut(i);
+            s.next = head;
+            s.prev = HEAD | list as u32;
+        }
+        if head != NIL {
+            self.at_mut(head).prev = i;
+        }
+        self.heads[list] = i;
+        if list < OVERFLOW {
+            self.occupied[list / PER_LEVEL] |= 1 << (list % PER_LEVEL);
+        }
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (prev, next) = {
+            let s = self.at(i);
+            (s.prev, s.next)
+        };
+        debug_assert!(prev < VACANT, "unlinking a slot on no list");
+        if prev & HEAD != 0 {
+            let list = (prev & !HEAD) as usize;
+            self.heads[list] = next;
+            if next == NIL && list < OVERFLOW {
+                self.occupied[list / PER_LEVEL] &= !(1 << (list % PER_LEVEL));
+            }
+        } else {
+            self.at_mut(prev).next = next;
+        }
+        if next != NIL {
+            self.at_mut(next).prev = prev;
+        }
+    }
+
+    /// Registers a timer due at `deadline`; `None` when [`MAX_TIMERS`] are
+    /// registered (the caller takes the shared path).
+    pub(crate) fn insert(&mut self, deadline: u64, waker: Waker) -> Option<LocalKey> {
+        let i = if self.free != NIL {
+            let i = self.free;
+            let s = self.at_mut(i);
+            let next_free = s.next;
+            s.deadline = deadline;
+            s.waker = Some(waker);
+            self.free = next_free;
+            i
+        } else {
+            let full = self.chunks.last().is_none_or(|c| c.len() == CHUNK);
+            let len = (self.chunks.len().saturating_sub(1)) * CHUNK
+                + self.chunks.last().map_or(0, Vec::len);
+            if len >= MAX_TIMERS {
+                return None;
+            }
+            if full {
+                self.chunks.push(Vec::with_capacity(CHUNK));
+            }
+            let base = (self.chunks.len() - 1) * CHUNK;
+            let chunk = self.chunks.last_mut().expect("a chunk with room");
+            let i = (base + chunk.len()) as u32;
+            chunk.push(Slot {
+                deadline,
+                waker: Some(waker),
+                next: NIL,
+                prev: VACANT,
+            });
+            i
+        };
+        let list = self.list_of(deadline);
+        self.link(i, list);
+        if list == OVERFLOW {
+            self.overflow_min = self.overflow_min.min(deadline);
+        }
+        self.unfired += 1;
+        if let Earliest::Known(e) = self.earliest {
+            self.earliest = Earliest::Known(Some(e.map_or(deadline, |e| e.min(deadline))));
+        }
+        Some(LocalKey(i))
     }
 
     /// Whether the timer fired (`None`: it is gone, dropped by quit); if
     /// not, its waker is now `waker`.
     pub(crate) fn poll(&mut self, k: LocalKey, waker: &Waker) -> Option<bool> {
-        let slot = self.slot(k)?;
-        if slot.fired {
+        let slot = self.get_mut(k)?;
+        if slot.prev == FIRED {
             return Some(true);
         }
         match &slot.waker {
@@ -81,67 +269,148 @@ impl LocalTimers {
 
     /// Whether the timer fired (it does not touch the waker).
     pub(crate) fn fired(&mut self, k: LocalKey) -> bool {
-        self.slot(k).is_some_and(|s| s.fired)
+        self.get_mut(k).is_some_and(|s| s.prev == FIRED)
     }
 
-    /// Drops a timer: frees its slot now; its heap entry goes stale.
-    pub(crate) fn remove(&mut self, k: LocalKey) {
-        if self.slot(k).is_some() {
-            let slot = self.slots.remove(k.key as usize);
-            if !slot.fired {
-                self.unfired -= 1;
-                self.stale += 1;
-                self.maybe_compact();
+    /// Drops a timer: unlinks it and frees its slot now. Returns its waker,
+    /// for the caller to drop once this borrow has ended (a waker's drop
+    /// may drop a task, and with it other timers).
+    pub(crate) fn remove(&mut self, k: LocalKey) -> Option<Waker> {
+        let slot = self.get_mut(k)?;
+        let fired = slot.prev == FIRED;
+        let deadline = slot.deadline;
+        if !fired {
+            self.unlink(k.0);
+            self.unfired -= 1;
+            if matches!(self.earliest, Earliest::Known(Some(e)) if e == deadline) {
+                self.earliest = Earliest::Unknown;
+            }
+            if deadline == self.overflow_min {
+                self.overflow_min = self.scan_min(OVERFLOW);
             }
         }
+        let free = std::mem::replace(&mut self.free, k.0);
+        let s = self.at_mut(k.0);
+        s.prev = VACANT;
+        s.next = free;
+        s.waker.take()
     }
 
-    fn maybe_compact(&mut self) {
-        if self.stale >= COMPACT_MIN && self.stale > self.slots.len() {
-            let slots = &self.slots;
-            let live = |&Reverse((_, seq, key)): &Reverse<(u64, u32, u32)>| {
-                slots
-                    .get(key as usize)
-                    .is_some_and(|s| s.seq == seq && !s.fired)
-            };
-            self.heap.retain(live);
-            self.stale = 0;
+    /// The smallest deadline on `list` (`u64::MAX`: empty).
+    fn scan_min(&self, list: usize) -> u64 {
+        let mut min = u64::MAX;
+        let mut i = self.heads[list];
+        while i != NIL {
+            let s = self.at(i);
+            min = min.min(s.deadline);
+            i = s.next;
         }
+        min
     }
 
-    /// The earliest deadline of a live timer (stale entries on top are
-    /// dropped on the way).
+    /// The first non-empty list of the lowest non-empty level: it holds
+    /// the earliest timer of the wheel (the overflow list aside).
+    fn first_list(&self) -> Option<(usize, usize)> {
+        (0..LEVELS).find_map(|level| {
+            let bits = self.occupied[level];
+            (bits != 0).then(|| {
+                // Every list of a level is at or after the clock's digit;
+                // rotating keeps the search right if that ever changed.
+                let from = digit(self.elapsed, level);
+                let d = (bits.rotate_right(from as u32).trailing_zeros() as usize + from)
+                    % PER_LEVEL;
+                (level, d)
+            })
+        })
+    }
+
+    /// The earliest deadline of a pending timer.
     pub(crate) fn next_deadline(&mut self) -> Option<u64> {
-        while let Some(&Reverse((deadline, seq, key))) = self.heap.peek() {
-            match self.slots.get(key as usize) {
-                Some(s) if s.seq == seq && !s.fired => return Some(deadline),
-                _ => {
-                    self.heap.pop();
-                    self.stale = self.stale.saturating_sub(1);
-                }
-            }
+        if self.unfired == 0 {
+            return None;
         }
-        None
+        if let Earliest::Known(e) = self.earliest {
+            return e;
+        }
+        let wheel = self
+            .first_list()
+            .map_or(u64::MAX, |(level, d)| self.scan_min(level * PER_LEVEL + d));
+        let e = Some(wheel.min(self.overflow_min)).filter(|&e| e != u64::MAX);
+        self.earliest = Earliest::Known(e);
+        e
     }
 
-    /// Fires every timer due by `now`: marks it and returns its waker (the
-    /// caller wakes them, after this borrow ends).
+    /// Fires every timer due by `now`: marks it and returns its waker with
+    /// its deadline, in deadline order (the caller wakes them, after this
+    /// borrow ends).
     pub(crate) fn fire_due(&mut self, now: u64, wakers: &mut Vec<(Waker, u64)>) {
-        while let Some(&Reverse((deadline, seq, key))) = self.heap.peek() {
-            if deadline > now {
+        let now = now.max(self.elapsed);
+        let before = wakers.len();
+        while let Some((level, d)) = self.first_list() {
+            let start = span_start(self.elapsed, level, d);
+            if start > now {
                 break;
             }
-            self.heap.pop();
-            match self.slots.get_mut(key as usize) {
-                Some(s) if s.seq == seq && !s.fired => {
-                    s.fired = true;
-                    self.unfired -= 1;
-                    if let Some(w) = s.waker.take() {
-                        wakers.push((w, s.deadline));
-                    }
+            let list = level * PER_LEVEL + d;
+            if level == 0 {
+                let from = wakers.len();
+                self.fire_list(list, now, wakers);
+                wakers[from..].sort_by_key(|&(_, deadline)| deadline);
+                let end = start + (1 << SHIFT);
+                if end > now {
+                    // `now` is inside this span: what is left is not due.
+                    break;
                 }
-                _ => self.stale = self.stale.saturating_sub(1),
+                self.elapsed = end;
+            } else {
+                // Move the span's timers down: relative to its start, each
+                // differs from the clock below this level.
+                self.elapsed = self.elapsed.max(start);
+                let mut i = std::mem::replace(&mut self.heads[list], NIL);
+                self.occupied[level] &= !(1 << d);
+                while i != NIL {
+                    let (next, deadline) = {
+                        let s = self.at(i);
+                        (s.next, s.deadline)
+                    };
+                    let to = self.list_of(deadline);
+                    debug_assert!(to < list, "a cascade moves timers down");
+                    self.link(i, to);
+                    i = next;
+                }
             }
+        }
+        self.elapsed = now;
+        if self.overflow_min <= now {
+            let from = wakers.len();
+            self.fire_list(OVERFLOW, now, wakers);
+            wakers[from..].sort_by_key(|&(_, deadline)| deadline);
+            self.overflow_min = self.scan_min(OVERFLOW);
+        }
+        if wakers.len() != before {
+            self.earliest = Earliest::Unknown;
+        }
+    }
+
+    /// Fires the timers of `list` due by `now`.
+    fn fire_list(&mut self, list: usize, now: u64, wakers: &mut Vec<(Waker, u64)>) {
+        let mut i = self.heads[list];
+        while i != NIL {
+            let (next, deadline) = {
+                let s = self.at(i);
+                (s.next, s.deadline)
+            };
+            if deadline <= now {
+                self.unlink(i);
+                self.unfired -= 1;
+                let s = self.at_mut(i);
+                s.prev = FIRED;
+                s.next = NIL;
+                if let Some(w) = s.waker.take() {
+                    wakers.push((w, deadline));
+                }
+            }
+            i = next;
         }
     }
 
@@ -150,12 +419,143 @@ impl LocalTimers {
         self.unfired
     }
 
-    /// Quit: every timer is dropped (its waker with it).
+    /// Quit: every timer is dropped (its waker with it). Nothing is
+    /// inserted afterwards (`Sleep::poll` checks the quit first), so no
+    /// key outlives its slot into a new timer.
     pub(crate) fn clear(&mut self) -> Vec<Waker> {
-        self.heap.clear();
-        self.stale = 0;
-        self.unfired = 0;
-        let wakers = self.slots.drain().filter_map(|s| s.waker).collect();
-        wakers
+        let chunks = std::mem::take(&mut self.chunks);
+        *self = LocalTimers::default();
+        chunks
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.waker)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn waker() -> Waker {
+        futures::task::noop_waker()
+    }
+
+    /// A small deterministic generator (xorshift64*).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+    }
+
+    #[test]
+    fn a_slot_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 32);
+    }
+
+    #[test]
+    fn timers_fire_at_their_exact_deadline_in_order() {
+        let mut t = LocalTimers::default();
+        let ds = [5, 70_000, 65_536, 1 << 30, 3, (1 << 40) + 7, 1 << 22];
+        let keys: Vec<_> = ds.iter().map(|&d| t.insert(d, waker()).unwrap()).collect();
+        let mut sorted = ds.to_vec();
+        sorted.sort();
+        let mut fired = Vec::new();
+        for &d in &sorted {
+            assert_eq!(t.next_deadline(), Some(d));
+            let mut w = Vec::new();
+            t.fire_due(d - 1, &mut w);
+            assert!(w.is_empty(), "nothing fires before {d}");
+            t.fire_due(d, &mut w);
+            assert_eq!(w.iter().map(|x| x.1).collect::<Vec<_>>(), vec![d]);
+            fired.push(d);
+        }
+        assert_eq!(t.next_deadline(), None);
+        assert!(keys.iter().all(|&k| t.fired(k)));
+    }
+
+    #[test]
+    fn never_and_far_deadlines_go_on_the_overflow_list() {
+        let mut t = LocalTimers::default();
+        let never = t.insert(u64::MAX - 1, waker()).unwrap();
+        let far = t.insert(1 << 60, waker()).unwrap();
+        assert_eq!(t.next_deadline(), Some(1 << 60));
+        let mut w = Vec::new();
+        t.fire_due(1 << 59, &mut w);
+        assert!(w.is_empty());
+        t.fire_due(1 << 60, &mut w);
+        assert_eq!(w.len(), 1);
+        assert!(t.fired(far) && !t.fired(never));
+        assert_eq!(t.next_deadline(), Some(u64::MAX - 1));
+        t.remove(never);
+        assert_eq!(t.next_deadline(), None);
+    }
+
+    /// Random inserts, removes and clock jumps against a sorted map: the
+    /// same timers fire at the same clock, in deadline order, and the next
+    /// deadline always agrees.
+    #[test]
+    fn the_wheel_agrees_with_a_sorted_map() {
+        for seed in 1..=20u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut t = LocalTimers::default();
+            let mut model: BTreeMap<(u64, u32), ()> = BTreeMap::new();
+            let mut live: Vec<LocalKey> = Vec::new();
+            let mut now = 0u64;
+            for _ in 0..3_000 {
+                match rng.next() % 10 {
+                    0..=4 => {
+                        let span = [1u64 << 12, 1 << 18, 1 << 26, 1 << 34, 1 << 45][
+                            (rng.next() % 5) as usize];
+                        let d = (now + rng.next() % span).saturating_sub(rng.next() % 3 * 1000);
+                        let k = t.insert(d, waker()).unwrap();
+                        model.insert((d, k.0), ());
+                        live.push(k);
+                    }
+                    5 | 6 if !live.is_empty() => {
+                        let k = live.swap_remove((rng.next() as usize) % live.len());
+                        let was_fired = t.fired(k);
+                        let d = t.get_mut(k).unwrap().deadline;
+                        t.remove(k);
+                        if !was_fired {
+                            assert!(model.remove(&(d, k.0)).is_some());
+                        }
+                    }
+                    _ => {
+                        let step = [1u64 << 10, 1 << 17, 1 << 24, 1 << 33][
+                            (rng.next() % 4) as usize];
+                        now += rng.next() % step;
+                        let mut w = Vec::new();
+                        t.fire_due(now, &mut w);
+                        let due: Vec<u64> = model
+                            .range(..=(now, u32::MAX))
+                            .map(|(&(d, _), _)| d)
+                            .collect();
+                        let got: Vec<u64> = w.iter().map(|x| x.1).collect();
+                        assert_eq!(got, due, "seed {seed} at {now}");
+                        model.retain(|&(d, _), _| d > now);
+                    }
+                }
+                assert_eq!(t.len(), model.len());
+                assert_eq!(t.next_deadline(), model.keys().next().map(|&(d, _)| d));
+            }
+        }
+    }
+
+    #[test]
+    fn freed_slots_are_reused_and_memory_stays_flat() {
+        let mut t = LocalTimers::default();
+        for i in 0..100_000u64 {
+            let k = t.insert(1_000_000_000 + i, waker()).unwrap();
+            t.remove(k);
+        }
+        assert_eq!(t.chunks.len(), 1);
+        assert_eq!(t.chunks[0].len(), 1);
+        assert_eq!(t.next_deadline(), None);
     }
 }

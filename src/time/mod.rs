@@ -2,10 +2,11 @@
 //! and [`interval`].
 //!
 //! A timer registered on its loop's own thread (the common case: a task
-//! awaiting a sleep or a timeout) lives in the loop's own heap and slab
-//! (`local.rs`): registering is a slab insert and a heap push, dropping
-//! frees the slot at once, and its waker lives in the slot, so re-polling
-//! never re-inserts. A timer first polled on another thread is one entry of
+//! awaiting a sleep or a timeout) lives in a timing wheel the loop alone
+//! owns (`local.rs`): registering takes a 32-byte slot and links it on a
+//! list, O(1); dropping unlinks it and frees the slot at once; its waker
+//! lives in the slot, so re-polling never re-inserts. A `Sleep` itself is
+//! three words. A timer first polled on another thread is one entry of
 //! the shared queue due at its deadline, cancelled with one CAS (a
 //! tombstone) when dropped.
 //!
@@ -22,6 +23,7 @@
 
 mod interval;
 pub(crate) mod local;
+mod reg;
 mod sleep;
 mod timeout;
 

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::local::LocalKey;
+use super::reg::{Reg, RegOwned, RegRef, SharedReg};
 use crate::queue::Push;
 use crate::runtime::context;
-use crate::runtime::message::{Entry, MessageId, TimerCell, INTERNAL};
+use crate::runtime::message::{Entry, TimerCell, INTERNAL};
 use crate::runtime::remote::Remote;
 
 /// Waits until `duration` has passed. `Duration::MAX` never completes.
@@ -73,25 +73,13 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 pub struct Sleep {
     remote: Arc<Remote>,
     deadline: u64,
-    /// The clock when the deadline was set: a deadline not after it is due
-    /// without a timer. One that passes between creation and first poll is
-    /// registered anyway and fires on the loop's next turn.
-    created: u64,
+    /// Not registered, elapsed (the deadline was not after the clock when
+    /// it was set: due without a timer; one that passes between creation
+    /// and first poll is registered anyway and fires on the loop's next
+    /// turn), in the loop's own timers (`local.rs`, registered on the loop
+    /// thread), or on the shared queue (registered from another thread).
+    /// One word (`reg.rs`).
     reg: Reg,
-}
-
-/// Where a registered timer lives.
-enum Reg {
-    None,
-    /// In the loop's own timers (`local.rs`): registered on the loop thread.
-    Local(LocalKey),
-    /// On the shared queue: registered from another thread.
-    Shared(Box<SharedReg>),
-}
-
-struct SharedReg {
-    id: MessageId,
-    cell: Arc<TimerCell>,
 }
 
 impl Sleep {
@@ -101,8 +89,15 @@ impl Sleep {
         Sleep {
             remote,
             deadline,
-            created,
-            reg: Reg::None,
+            reg: Self::unregistered(deadline, created),
+        }
+    }
+
+    fn unregistered(deadline: u64, now: u64) -> Reg {
+        if deadline <= now {
+            Reg::elapsed()
+        } else {
+            Reg::none()
         }
     }
 
@@ -113,13 +108,14 @@ impl Sleep {
 
     /// Whether the deadline has been reached (it fired, or is due).
     pub fn is_elapsed(&self) -> bool {
-        let fired = match &self.reg {
-            Reg::None => false,
-            Reg::Local(k) => {
-                context::with_core(self.remote.id, |core| core.timers.borrow_mut().fired(*k))
+        let fired = match self.reg.get() {
+            RegRef::None => false,
+            RegRef::Elapsed => true,
+            RegRef::Local(k) => {
+                context::with_core(self.remote.id, |core| core.timers.borrow_mut().fired(k))
                     .unwrap_or(false)
             }
-            Reg::Shared(r) => r.cell.fired.load(Ordering::Acquire),
+            RegRef::Shared(r) => r.cell.fired.load(Ordering::Acquire),
         };
         fired || self.deadline <= self.remote.now_ticks()
     }
@@ -134,7 +130,7 @@ impl Sleep {
     pub(crate) fn reset_ticks(&mut self, deadline: u64, now: u64) {
         self.cancel();
         self.deadline = deadline;
-        self.created = now;
+        self.reg = Self::unregistered(deadline, now);
     }
 
     pub(crate) fn deadline_ticks(&self) -> u64 {
@@ -146,9 +142,11 @@ impl Sleep {
     }
 
     fn cancel(&mut self) {
-        match std::mem::replace(&mut self.reg, Reg::None) {
-            Reg::None => {}
-            Reg::Local(k) => {
+        match self.reg.take() {
+            RegOwned::None | RegOwned::Elapsed => {}
+            RegOwned::Local(k) => {
+                // The waker is dropped after the borrow ends (dropping it
+                // may drop a task, and timers with it).
                 let here =
                     context::with_core(self.remote.id, |core| core.timers.borrow_mut().remove(k));
                 if here.is_none() {
@@ -164,7 +162,7 @@ impl Sleep {
                     );
                 }
             }
-            Reg::Shared(r) => {
+            RegOwned::Shared(r) => {
                 r.id.cancel();
             }
         }
@@ -176,8 +174,8 @@ impl Future for Sleep {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let id = self.remote.id;
-        match &self.reg {
-            Reg::Shared(reg) => {
+        match self.reg.get() {
+            RegRef::Shared(reg) => {
                 if reg.cell.fired.load(Ordering::Acquire) {
                     return Poll::Ready(());
                 }
@@ -187,8 +185,7 @@ impl Future for Sleep {
                 }
                 return Poll::Pending;
             }
-            Reg::Local(k) => {
-                let k = *k;
+            RegRef::Local(k) => {
                 match context::with_core(id, |core| core.timers.borrow_mut().poll(k, cx.waker())) {
                     Some(Some(true)) => return Poll::Ready(()),
                     // Pending, or dropped by quit (it never fires).
@@ -197,10 +194,8 @@ impl Future for Sleep {
                     None => self.cancel(),
                 }
             }
-            Reg::None => {}
-        }
-        if self.deadline <= self.created {
-            return Poll::Ready(());
+            RegRef::Elapsed => return Poll::Ready(()),
+            RegRef::None => {}
         }
         let deadline = self.deadline;
         let local = context::with_core(id, |core| {
@@ -211,10 +206,12 @@ impl Future for Sleep {
             })
         });
         match local {
-            Some(Some(k)) => {
-                self.reg = Reg::Local(k);
+            Some(Some(Some(k))) => {
+                self.reg = Reg::local(k);
                 return Poll::Pending;
             }
+            // Past the local timers' limit: the shared path below.
+            Some(Some(None)) => {}
             Some(None) => {
                 panic!("deliloop: a timer was polled after its Looper quit; it would never fire")
             }
@@ -228,7 +225,7 @@ impl Future for Sleep {
             .push_cancellable(entry, Push::at(deadline).flags(INTERNAL).asynchronous())
         {
             Ok(id) => {
-                self.reg = Reg::Shared(Box::new(SharedReg { id, cell }));
+                self.reg = Reg::shared(Box::new(SharedReg { id, cell }));
                 Poll::Pending
             }
             Err(_) => {
@@ -248,7 +245,7 @@ impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
             .field("deadline", &self.deadline())
-            .field("registered", &!matches!(self.reg, Reg::None))
+            .field("registered", &self.reg.is_registered())
             .finish()
     }
 }
