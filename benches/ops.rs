@@ -7,7 +7,7 @@
 //! thread and yield so the loop dispatches it), `post_dispatch_observed` (the same with an observer set, so every
 //! dispatch is timed), `post_dispatch_traced` (with a trace recording;
 //! feature `trace`), `timer_churn` (create, register and drop a sleep in a
-//! task), `spawn_local` (spawn and run a tiny task), `post_remote` (another
+//! task), `timer_fire` (n sleeps due together, joined), `spawn_local` (spawn and run a tiny task), `post_remote` (another
 //! thread posts in rounds of 256, the loop runs each round), `queue_remote`
 //! (the bare queue: another thread pushes in rounds, this one pops).
 
@@ -136,6 +136,14 @@ fn main() {
                 }
             }
             producer.join().unwrap();
+        }
+        "timer_fire" => {
+            // Row E4's shape: n sleeps due together, awaited by one join.
+            let looper = Looper::new().unwrap();
+            looper.block_on(async {
+                let at = Instant::now() + Duration::from_millis(1);
+                futures::future::join_all((0..n).map(|_| deliloop::time::sleep_until(at))).await;
+            });
         }
         "timer_churn" => {
             let looper = Looper::new().unwrap();

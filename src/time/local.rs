@@ -28,7 +28,9 @@
 //!   span has started fires the timers due in it (the rest stay); a
 //!   higher list whose span has started is moved down a level or more.
 //!   Each timer moves at most once per level: O(1) amortised per timer.
-//!   Timers due together fire in deadline order (sorted per list, stable).
+//!   Timers due together fire in deadline order, and those due at the
+//!   same instant in registration order (lists are kept in registration
+//!   order, and each list's due timers are sorted stably by deadline).
 //! - Next deadline (before the loop sleeps): the earliest timer is in the
 //!   first non-empty list of the lowest non-empty level; that list is
 //!   scanned. The answer is kept until a timer fires or the earliest one is
@@ -58,8 +60,8 @@ const NIL: u32 = u32::MAX;
 const FIRED: u32 = u32::MAX;
 /// `prev` of a free slot (`next` is the next free one).
 const VACANT: u32 = u32::MAX - 1;
-/// `prev` of a list's first slot: `HEAD | list`.
-const HEAD: u32 = 1 << 31;
+/// `prev` of a list's first slot and `next` of its last: `END | list`.
+const END: u32 = 1 << 31;
 
 /// At most this many local timers at once; past it, a timer takes the
 /// shared path (it would be 32 GiB of slots).
@@ -100,7 +102,10 @@ enum Earliest {
 pub(crate) struct LocalTimers {
     chunks: Vec<Vec<Slot>>,
     free: u32,
+    /// First and last slot of each list (`NIL`: empty). Lists are in
+    /// insertion order (see `link`).
     heads: Box<[u32; LISTS]>,
+    tails: Box<[u32; LISTS]>,
     /// Bit `i` of `occupied[l]`: list `i` of level `l` is not empty.
     occupied: [u64; LEVELS],
     /// The wheel's clock: every slot span before it has been processed.
@@ -118,6 +123,7 @@ impl Default for LocalTimers {
             chunks: Vec::new(),
             free: NIL,
             heads: Box::new([NIL; LISTS]),
+            tails: Box::new([NIL; LISTS]),
             occupied: [0; LEVELS],
             elapsed: 0,
             unfired: 0,
@@ -173,20 +179,27 @@ impl LocalTimers {
         level * PER_LEVEL + digit(deadline, level)
     }
 
+    /// Appends slot `i` to `list`. Appending keeps every list in
+    /// registration order: a cascade moves a span down before the clock
+    /// enters it, so no timer is registered on a lower list of that span
+    /// before the span's earlier timers arrive there.
     fn link(&mut self, i: u32, list: usize) {
-        let head = self.heads[list];
+        let end = END | list as u32;
+        let tail = self.tails[list];
         {
             let s = self.at_mut(i);
-            s.next = head;
-            s.prev = HEAD | list as u32;
+            s.prev = if tail == NIL { end } else { tail };
+            s.next = end;
         }
-        if head != NIL {
-            self.at_mut(head).prev = i;
+        if tail == NIL {
+            self.heads[list] = i;
+            if list < OVERFLOW {
+                self.occupied[list / PER_LEVEL] |= 1 << (list % PER_LEVEL);
+            }
+        } else {
+            self.at_mut(tail).next = i;
         }
-        self.heads[list] = i;
-        if list < OVERFLOW {
-            self.occupied[list / PER_LEVEL] |= 1 << (list % PER_LEVEL);
-        }
+        self.tails[list] = i;
     }
 
     fn unlink(&mut self, i: u32) {
@@ -195,17 +208,30 @@ impl LocalTimers {
             (s.prev, s.next)
         };
         debug_assert!(prev < VACANT, "unlinking a slot on no list");
-        if prev & HEAD != 0 {
-            let list = (prev & !HEAD) as usize;
-            self.heads[list] = next;
-            if next == NIL && list < OVERFLOW {
+        if prev & END != 0 {
+            let list = (prev & !END) as usize;
+            self.heads[list] = if next & END != 0 { NIL } else { next };
+            if next & END != 0 && list < OVERFLOW {
                 self.occupied[list / PER_LEVEL] &= !(1 << (list % PER_LEVEL));
             }
         } else {
             self.at_mut(prev).next = next;
         }
-        if next != NIL {
+        if next & END != 0 {
+            let list = (next & !END) as usize;
+            self.tails[list] = if prev & END != 0 { NIL } else { prev };
+        } else {
             self.at_mut(next).prev = prev;
+        }
+    }
+
+    /// The slot after `i` on its list, if any.
+    fn after(&self, i: u32) -> u32 {
+        let next = self.at(i).next;
+        if next & END != 0 {
+            NIL
+        } else {
+            next
         }
     }
 
@@ -301,9 +327,8 @@ impl LocalTimers {
         let mut min = u64::MAX;
         let mut i = self.heads[list];
         while i != NIL {
-            let s = self.at(i);
-            min = min.min(s.deadline);
-            i = s.next;
+            min = min.min(self.at(i).deadline);
+            i = self.after(i);
         }
         min
     }
@@ -367,12 +392,10 @@ impl LocalTimers {
                 // differs from the clock below this level.
                 self.elapsed = self.elapsed.max(start);
                 let mut i = std::mem::replace(&mut self.heads[list], NIL);
+                self.tails[list] = NIL;
                 self.occupied[level] &= !(1 << d);
                 while i != NIL {
-                    let (next, deadline) = {
-                        let s = self.at(i);
-                        (s.next, s.deadline)
-                    };
+                    let (next, deadline) = (self.after(i), self.at(i).deadline);
                     let to = self.list_of(deadline);
                     debug_assert!(to < list, "a cascade moves timers down");
                     self.link(i, to);
@@ -396,10 +419,7 @@ impl LocalTimers {
     fn fire_list(&mut self, list: usize, now: u64, wakers: &mut Vec<(Waker, u64)>) {
         let mut i = self.heads[list];
         while i != NIL {
-            let (next, deadline) = {
-                let s = self.at(i);
-                (s.next, s.deadline)
-            };
+            let (next, deadline) = (self.after(i), self.at(i).deadline);
             if deadline <= now {
                 self.unlink(i);
                 self.unfired -= 1;
@@ -496,47 +516,62 @@ mod tests {
         assert_eq!(t.next_deadline(), None);
     }
 
-    /// Random inserts, removes and clock jumps against a sorted map: the
-    /// same timers fire at the same clock, in deadline order, and the next
-    /// deadline always agrees.
+    struct Id;
+    impl std::task::Wake for Id {
+        fn wake(self: std::sync::Arc<Self>) {}
+    }
+
+    /// Random inserts, removes and clock jumps against a sorted map of
+    /// `(deadline, registration number)`: the same timers fire at the same
+    /// clock, in deadline order and, at equal deadlines, in registration
+    /// order; the next deadline always agrees.
     #[test]
     fn the_wheel_agrees_with_a_sorted_map() {
         for seed in 1..=20u64 {
             let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             let mut t = LocalTimers::default();
-            let mut model: BTreeMap<(u64, u32), ()> = BTreeMap::new();
-            let mut live: Vec<LocalKey> = Vec::new();
+            let mut model: BTreeMap<(u64, u64), ()> = BTreeMap::new();
+            // Registration number by waker data pointer; (key, deadline,
+            // number) of each live timer.
+            let mut ids = std::collections::HashMap::new();
+            let mut live: Vec<(LocalKey, u64, u64)> = Vec::new();
             let mut now = 0u64;
-            for _ in 0..3_000 {
+            for n in 0..3_000u64 {
                 match rng.next() % 10 {
                     0..=4 => {
-                        let span = [1u64 << 12, 1 << 18, 1 << 26, 1 << 34, 1 << 45][
-                            (rng.next() % 5) as usize];
-                        let d = (now + rng.next() % span).saturating_sub(rng.next() % 3 * 1000);
-                        let k = t.insert(d, waker()).unwrap();
-                        model.insert((d, k.0), ());
-                        live.push(k);
+                        let span = [1u64 << 12, 1 << 18, 1 << 26, 1 << 34, 1 << 45]
+                            [(rng.next() % 5) as usize];
+                        let mut d =
+                            (now + rng.next() % span).saturating_sub(rng.next() % 3 * 1000);
+                        if rng.next() % 2 == 0 {
+                            // Coarse deadlines, so many are equal.
+                            d &= !((1 << 20) - 1);
+                        }
+                        let w = Waker::from(std::sync::Arc::new(Id));
+                        ids.insert(w.data() as usize, n);
+                        let k = t.insert(d, w).unwrap();
+                        model.insert((d, n), ());
+                        live.push((k, d, n));
                     }
                     5 | 6 if !live.is_empty() => {
-                        let k = live.swap_remove((rng.next() as usize) % live.len());
-                        let was_fired = t.fired(k);
-                        let d = t.get_mut(k).unwrap().deadline;
-                        t.remove(k);
-                        if !was_fired {
-                            assert!(model.remove(&(d, k.0)).is_some());
+                        let (k, d, n) = live.swap_remove((rng.next() as usize) % live.len());
+                        if !t.fired(k) {
+                            assert!(model.remove(&(d, n)).is_some());
                         }
+                        t.remove(k);
                     }
                     _ => {
-                        let step = [1u64 << 10, 1 << 17, 1 << 24, 1 << 33][
-                            (rng.next() % 4) as usize];
+                        let step =
+                            [1u64 << 10, 1 << 17, 1 << 24, 1 << 33][(rng.next() % 4) as usize];
                         now += rng.next() % step;
                         let mut w = Vec::new();
                         t.fire_due(now, &mut w);
-                        let due: Vec<u64> = model
-                            .range(..=(now, u32::MAX))
-                            .map(|(&(d, _), _)| d)
+                        let due: Vec<(u64, u64)> = model
+                            .range(..=(now, u64::MAX))
+                            .map(|(&k, _)| k)
                             .collect();
-                        let got: Vec<u64> = w.iter().map(|x| x.1).collect();
+                        let got: Vec<(u64, u64)> =
+                            w.iter().map(|(w, d)| (*d, ids[&(w.data() as usize)])).collect();
                         assert_eq!(got, due, "seed {seed} at {now}");
                         model.retain(|&(d, _), _| d > now);
                     }
