@@ -8,8 +8,9 @@
 //! # Layout
 //! A timer is one 32-byte [`Slot`]: its exact deadline, its waker and two
 //! links of a doubly-linked list. Slots live in chunks of 1,024 that never
-//! move or shrink (so growth has no doubling slack and no copy); a freed
-//! slot goes on a free list and is reused first.
+//! move or shrink (so growth has no doubling slack and no copy; a chunk
+//! is allocated whole); a freed slot goes on a free list and is reused
+//! first.
 //!
 //! The wheel has [`LEVELS`] levels of 64 lists. Level 0's lists are
 //! 2^16 ns (65.5 µs) wide, each level's 64 times its lower one's, so seven
@@ -100,7 +101,9 @@ enum Earliest {
 }
 
 pub(crate) struct LocalTimers {
-    chunks: Vec<Vec<Slot>>,
+    chunks: Vec<Box<[Slot; CHUNK]>>,
+    /// Slots handed out so far (the rest of the last chunk is untouched).
+    used: u32,
     free: u32,
     /// First and last slot of each list (`NIL`: empty). Lists are in
     /// insertion order (see `link`).
@@ -115,12 +118,21 @@ pub(crate) struct LocalTimers {
     /// The smallest deadline on the overflow list (`u64::MAX`: empty).
     overflow_min: u64,
     earliest: Earliest,
+    /// A clock reading at most `RECENT_EVERY` first polls old, read again
+    /// at the first one of each batch (the caller takes the max with the
+    /// batch's clock).
+    recent: u64,
+    since_recent: u32,
 }
+
+/// First polls between two clock readings of `recent_clock`.
+const RECENT_EVERY: u32 = 64;
 
 impl Default for LocalTimers {
     fn default() -> Self {
         LocalTimers {
             chunks: Vec::new(),
+            used: 0,
             free: NIL,
             heads: Box::new([NIL; LISTS]),
             tails: Box::new([NIL; LISTS]),
@@ -129,6 +141,8 @@ impl Default for LocalTimers {
             unfired: 0,
             overflow_min: u64::MAX,
             earliest: Earliest::Known(None),
+            recent: 0,
+            since_recent: RECENT_EVERY - 1,
         }
     }
 }
@@ -148,23 +162,25 @@ fn span_start(t: u64, level: usize, digit: usize) -> u64 {
 }
 
 impl LocalTimers {
+    #[inline]
     fn at(&self, i: u32) -> &Slot {
         &self.chunks[(i >> CHUNK_BITS) as usize][i as usize & (CHUNK - 1)]
     }
 
+    #[inline]
     fn at_mut(&mut self, i: u32) -> &mut Slot {
         &mut self.chunks[(i >> CHUNK_BITS) as usize][i as usize & (CHUNK - 1)]
     }
 
     /// The slot of `k`, unless it is gone (cleared by quit).
+    #[inline]
     fn get_mut(&mut self, k: LocalKey) -> Option<&mut Slot> {
-        self.chunks
-            .get_mut((k.0 >> CHUNK_BITS) as usize)?
-            .get_mut(k.0 as usize & (CHUNK - 1))
+        Some(&mut self.chunks.get_mut((k.0 >> CHUNK_BITS) as usize)?[k.0 as usize & (CHUNK - 1)])
             .filter(|s| s.prev != VACANT)
     }
 
     /// The list a timer due at `deadline` belongs on.
+    #[inline]
     fn list_of(&self, deadline: u64) -> usize {
         let e = self.elapsed;
         let differ = (deadline.max(e) ^ e) >> SHIFT;
@@ -183,6 +199,7 @@ impl LocalTimers {
     /// registration order: a cascade moves a span down before the clock
     /// enters it, so no timer is registered on a lower list of that span
     /// before the span's earlier timers arrive there.
+    #[inline]
     fn link(&mut self, i: u32, list: usize) {
         let end = END | list as u32;
         let tail = self.tails[list];
@@ -202,6 +219,7 @@ impl LocalTimers {
         self.tails[list] = i;
     }
 
+    #[inline]
     fn unlink(&mut self, i: u32) {
         let (prev, next) = {
             let s = self.at(i);
@@ -237,36 +255,20 @@ impl LocalTimers {
 
     /// Registers a timer due at `deadline`; `None` when [`MAX_TIMERS`] are
     /// registered (the caller takes the shared path).
+    #[inline]
     pub(crate) fn insert(&mut self, deadline: u64, waker: Waker) -> Option<LocalKey> {
         let i = if self.free != NIL {
             let i = self.free;
-            let s = self.at_mut(i);
-            let next_free = s.next;
-            s.deadline = deadline;
-            s.waker = Some(waker);
-            self.free = next_free;
+            self.free = self.at(i).next;
             i
         } else {
-            let full = self.chunks.last().is_none_or(|c| c.len() == CHUNK);
-            let len = (self.chunks.len().saturating_sub(1)) * CHUNK
-                + self.chunks.last().map_or(0, Vec::len);
-            if len >= MAX_TIMERS {
-                return None;
-            }
-            if full {
-                self.chunks.push(Vec::with_capacity(CHUNK));
-            }
-            let base = (self.chunks.len() - 1) * CHUNK;
-            let chunk = self.chunks.last_mut().expect("a chunk with room");
-            let i = (base + chunk.len()) as u32;
-            chunk.push(Slot {
-                deadline,
-                waker: Some(waker),
-                next: NIL,
-                prev: VACANT,
-            });
-            i
+            self.fresh_slot()?
         };
+        {
+            let s = self.at_mut(i);
+            s.deadline = deadline;
+            s.waker = Some(waker);
+        }
         let list = self.list_of(deadline);
         self.link(i, list);
         if list == OVERFLOW {
@@ -277,6 +279,45 @@ impl LocalTimers {
             self.earliest = Earliest::Known(Some(e.map_or(deadline, |e| e.min(deadline))));
         }
         Some(LocalKey(i))
+    }
+
+    /// A slot never used before (a new chunk when the last is full).
+    #[cold]
+    fn fresh_slot(&mut self) -> Option<u32> {
+        let i = self.used as usize;
+        if i >= MAX_TIMERS {
+            return None;
+        }
+        if i == self.chunks.len() * CHUNK {
+            let chunk: Box<[Slot]> = (0..CHUNK)
+                .map(|_| Slot {
+                    deadline: 0,
+                    waker: None,
+                    next: NIL,
+                    prev: VACANT,
+                })
+                .collect();
+            self.chunks
+                .push(chunk.try_into().ok().expect("a chunk of CHUNK slots"));
+        }
+        self.used += 1;
+        Some(i as u32)
+    }
+
+    /// A clock reading for judging whether a timer is due at its first
+    /// poll, read through `read` at the first call of a batch and then once
+    /// every [`RECENT_EVERY`] calls (one clock read per batch that
+    /// registers timers, and one per 64 registrations): a task that registers
+    /// thousands of timers in one poll sees those whose deadline passed
+    /// meanwhile complete at once, without a timer, a wake and a re-poll.
+    #[inline]
+    pub(crate) fn recent_clock(&mut self, read: impl FnOnce() -> u64) -> u64 {
+        self.since_recent += 1;
+        if self.since_recent >= RECENT_EVERY {
+            self.since_recent = 0;
+            self.recent = self.recent.max(read());
+        }
+        self.recent
     }
 
     /// Whether the timer fired (`None`: it is gone, dropped by quit); if
@@ -301,6 +342,7 @@ impl LocalTimers {
     /// Drops a timer: unlinks it and frees its slot now. Returns its waker,
     /// for the caller to drop once this borrow has ended (a waker's drop
     /// may drop a task, and with it other timers).
+    #[inline]
     pub(crate) fn remove(&mut self, k: LocalKey) -> Option<Waker> {
         let slot = self.get_mut(k)?;
         let fired = slot.prev == FIRED;
@@ -369,6 +411,8 @@ impl LocalTimers {
     /// its deadline, in deadline order (the caller wakes them, after this
     /// borrow ends).
     pub(crate) fn fire_due(&mut self, now: u64, wakers: &mut Vec<(Waker, u64)>) {
+        // A new batch: the next first poll reads the clock.
+        self.since_recent = RECENT_EVERY - 1;
         let now = now.max(self.elapsed);
         let before = wakers.len();
         while let Some((level, d)) = self.first_list() {
@@ -447,7 +491,7 @@ impl LocalTimers {
         *self = LocalTimers::default();
         chunks
             .into_iter()
-            .flatten()
+            .flat_map(|c| Vec::from(c as Box<[Slot]>))
             .filter_map(|s| s.waker)
             .collect()
     }
@@ -590,7 +634,7 @@ mod tests {
             t.remove(k);
         }
         assert_eq!(t.chunks.len(), 1);
-        assert_eq!(t.chunks[0].len(), 1);
+        assert_eq!(t.used, 1);
         assert_eq!(t.next_deadline(), None);
     }
 }

@@ -136,7 +136,9 @@ mod tests {
 
     #[cfg(target_pointer_width = "64")]
     #[test]
-    fn a_sleep_is_three_words() {
+    fn a_sleep_is_three_words_and_send_and_sync() {
+        fn send_sync<T: Send + Sync + Unpin>() {}
+        send_sync::<crate::time::Sleep>();
         assert_eq!(std::mem::size_of::<crate::time::Sleep>(), 24);
     }
 

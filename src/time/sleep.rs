@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use super::local::LocalKey;
 use super::reg::{Reg, RegOwned, RegRef, SharedReg};
 use crate::queue::Push;
 use crate::runtime::context;
@@ -48,7 +49,8 @@ pub fn sleep(duration: Duration) -> Sleep {
 pub fn sleep_until(deadline: Instant) -> Sleep {
     // No clock read: "already due" is judged against the loop's last
     // reading, which is never later than now. A deadline that passed since
-    // is registered anyway and fires on the loop's next batch.
+    // is registered anyway and fires on the loop's next batch (or completes
+    // at its first poll if the loop's recent clock shows it passed).
     let (remote, clock) = context::current_remote_and_clock("deliloop::time::sleep_until");
     let deadline = remote.ticks_at(deadline);
     Sleep::on(remote, deadline, clock)
@@ -75,8 +77,9 @@ pub struct Sleep {
     deadline: u64,
     /// Not registered, elapsed (the deadline was not after the clock when
     /// it was set: due without a timer; one that passes between creation
-    /// and first poll is registered anyway and fires on the loop's next
-    /// turn), in the loop's own timers (`local.rs`, registered on the loop
+    /// and first poll completes at that poll if the loop's recent clock
+    /// reading shows it passed, else it is registered and fires on the
+    /// loop's next turn), in the loop's own timers (`local.rs`, registered on the loop
     /// thread), or on the shared queue (registered from another thread).
     /// One word (`reg.rs`).
     reg: Reg,
@@ -141,6 +144,7 @@ impl Sleep {
         &self.remote
     }
 
+    #[inline]
     fn cancel(&mut self) {
         match self.reg.take() {
             RegOwned::None | RegOwned::Elapsed => {}
@@ -199,19 +203,36 @@ impl Future for Sleep {
         }
         let deadline = self.deadline;
         let local = context::with_core(id, |core| {
-            (!core.quit_done.get()).then(|| {
-                core.timers
-                    .borrow_mut()
-                    .insert(deadline, cx.waker().clone())
+            if core.quit_done.get() {
+                return None;
+            }
+            let mut timers = core.timers.borrow_mut();
+            // A deadline the loop's recent clock has passed is due now, with
+            // no timer (a task registering many timers in one poll sees
+            // them pass; see `LocalTimers::recent_clock`).
+            let recent = timers
+                .recent_clock(|| core.now_ticks())
+                .max(core.clock.get());
+            Some(if deadline <= recent {
+                Local::Due
+            } else {
+                match timers.insert(deadline, cx.waker().clone()) {
+                    Some(k) => Local::Registered(k),
+                    None => Local::Full,
+                }
             })
         });
         match local {
-            Some(Some(Some(k))) => {
+            Some(Some(Local::Registered(k))) => {
                 self.reg = Reg::local(k);
                 return Poll::Pending;
             }
+            Some(Some(Local::Due)) => {
+                self.reg = Reg::elapsed();
+                return Poll::Ready(());
+            }
             // Past the local timers' limit: the shared path below.
-            Some(Some(None)) => {}
+            Some(Some(Local::Full)) => {}
             Some(None) => {
                 panic!("deliloop: a timer was polled after its Looper quit; it would never fire")
             }
@@ -233,6 +254,13 @@ impl Future for Sleep {
             }
         }
     }
+}
+
+/// What the first poll on the loop thread did.
+enum Local {
+    Registered(LocalKey),
+    Due,
+    Full,
 }
 
 impl Drop for Sleep {
