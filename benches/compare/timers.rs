@@ -1,7 +1,11 @@
 //! E: timers. Create + register + drop without firing (churn); the same
 //! with many timers held; bytes held per pending timer (a counting
-//! allocator); and the peak heap growth while a million timers churn in a
-//! task that never yields. No loop turn runs inside E1's or E5's timed
+//! allocator); firing many due together (E4: the deadline is 1 ms away, so
+//! it passes while the join is built, and each runtime's first poll meets
+//! timers already due; E6: the deadline is 100 ms away, after every timer
+//! is registered, and the time counted runs from the deadline, so it is
+//! firing, waking and re-polling); and the peak heap growth while a
+//! million timers churn in a task that never yields. No loop turn runs inside E1's or E5's timed
 //! region: the timers are created and dropped inside one poll of one task
 //! (timers registered on the loop thread are freed when dropped, so a turn
 //! would not change what they hold).
@@ -153,6 +157,57 @@ fn fire(n: usize) -> Vec<Imp<'static>> {
     ]
 }
 
+/// Registers `n` timers due `AHEAD` from now (time enough to register them
+/// all first) and awaits them all; ns per timer from the deadline to the
+/// last completion: firing, waking and re-polling, not registering.
+fn fire_ahead(n: usize) -> Vec<Imp<'static>> {
+    const AHEAD: Duration = Duration::from_millis(100);
+    async fn from_deadline<F: Future<Output = ()>>(
+        at: Instant,
+        sleeps: impl Iterator<Item = F>,
+    ) -> Vec<f64> {
+        use futures::StreamExt;
+        let mut set: futures::stream::FuturesUnordered<F> = sleeps.collect();
+        let n = set.len();
+        while set.next().await.is_some() {}
+        let done = Instant::now();
+        assert!(done > at, "a timer fired before its deadline");
+        vec![done.duration_since(at).as_nanos() as f64 / n as f64]
+    }
+    vec![
+        Imp::new("deliloop sleep", Kind::Ours, move || {
+            let looper = deliloop::Looper::new().unwrap();
+            looper.block_on(async {
+                let at = Instant::now() + AHEAD;
+                from_deadline(at, (0..n).map(|_| deliloop::time::sleep_until(at))).await
+            })
+        }),
+        Imp::new("tokio sleep", Kind::Peer, move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let at = Instant::now() + AHEAD;
+                let t = tokio::time::Instant::from_std(at);
+                from_deadline(at, (0..n).map(|_| Box::pin(tokio::time::sleep_until(t)))).await
+            })
+        }),
+        Imp::new("async-io Timer", Kind::Peer, move || {
+            async_io::block_on(async {
+                let at = Instant::now() + AHEAD;
+                from_deadline(
+                    at,
+                    (0..n).map(|_| async {
+                        async_io::Timer::at(at).await;
+                    }),
+                )
+                .await
+            })
+        }),
+    ]
+}
+
 async fn per_op_async<F: Future>(n: usize, make: impl FnOnce() -> F) -> Vec<f64> {
     let t = Instant::now();
     make().await;
@@ -232,6 +287,13 @@ pub fn workloads(cfg: &Config) -> Vec<(String, Vec<Imp<'static>>)> {
         (
             format!("E4 fire {} timers due together (ns/timer)", n / 10),
             fire(n / 10),
+        ),
+        (
+            format!(
+                "E6 fire {} timers registered before their deadline (ns/timer, deadline to last completion)",
+                n / 10
+            ),
+            fire_ahead(n / 10),
         ),
         (
             format!("E5 peak heap growth, {n} timers created, registered and dropped in one task that never yields (bytes, not ns)"),

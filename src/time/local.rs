@@ -23,7 +23,7 @@
 //!
 //! # Costs
 //! - Insert: one slot from the free list, a level from one
-//!   `leading_zeros`, a push on the list's head: O(1).
+//!   `leading_zeros`, an append to the list's tail: O(1).
 //! - Remove: unlink, O(1); the slot is free at once.
 //! - Fire: the loop advances the wheel to its clock. A level-0 list whose
 //!   span has started fires the timers due in it (the rest stay); a
@@ -34,13 +34,19 @@
 //!   order, and each list's due timers are sorted stably by deadline).
 //! - Next deadline (before the loop sleeps): the earliest timer is in the
 //!   first non-empty list of the lowest non-empty level; that list is
-//!   scanned. The answer is kept until a timer fires or the earliest one is
-//!   removed, and an insert only lowers it, so a loop that parks again and
-//!   again does not rescan.
+//!   scanned, up to 256 timers on a higher level (past that, the answer is
+//!   the list's start: the loop wakes there once, early, and the list moves
+//!   down a level, split in 64). The answer is kept until a timer fires, a
+//!   list moves or the earliest timer is removed, and an insert only lowers
+//!   it, so a loop that parks again and again does not rescan.
+//! - Timers that never fire (`Duration::MAX`) sit on a list of their own
+//!   that nothing scans.
 //!
 //! Deadlines are exact: the wheel only indexes them. Nothing is rounded.
 
 use std::task::Waker;
+
+use crate::runtime::remote::NEVER;
 
 /// Level-0 lists are `2^SHIFT` ns wide.
 const SHIFT: u32 = 16;
@@ -50,7 +56,13 @@ const PER_LEVEL: usize = 1 << BITS;
 const LEVELS: usize = 7;
 /// The list of deadlines beyond the top level's span.
 const OVERFLOW: usize = LEVELS * PER_LEVEL;
-const LISTS: usize = OVERFLOW + 1;
+/// The list of timers that never fire (`Duration::MAX`): never scanned.
+const NEVER_LIST: usize = OVERFLOW + 1;
+const LISTS: usize = OVERFLOW + 2;
+/// `next_deadline` scans a higher level's list of at most this many timers
+/// for the exact deadline; a longer one answers with the list's start (the
+/// loop wakes there and moves the list down, splitting it).
+const SCAN_MAX: u32 = 256;
 
 const CHUNK_BITS: u32 = 10;
 const CHUNK: usize = 1 << CHUNK_BITS;
@@ -93,6 +105,17 @@ impl LocalKey {
     }
 }
 
+/// What [`LocalTimers::poll`] found.
+pub(crate) enum Polled {
+    /// The timer fired.
+    Fired,
+    /// Not yet; the waker it replaced, if any (dropped by the caller).
+    #[allow(dead_code)]
+    Pending(Option<Waker>),
+    /// Gone: dropped by quit (it never fires).
+    Gone,
+}
+
 /// What `next_deadline` last found, while still true.
 #[derive(Clone, Copy)]
 enum Earliest {
@@ -115,8 +138,11 @@ pub(crate) struct LocalTimers {
     elapsed: u64,
     /// Registered timers that have not fired.
     unfired: usize,
-    /// The smallest deadline on the overflow list (`u64::MAX`: empty).
+    /// At most the smallest deadline on the overflow list (`u64::MAX`:
+    /// empty); exact when `overflow_exact`. A removal only clears the flag,
+    /// so removing many far timers never rescans per removal.
     overflow_min: u64,
+    overflow_exact: bool,
     earliest: Earliest,
     /// A clock reading at most `RECENT_EVERY` first polls old, read again
     /// at the first one of each batch (the caller takes the max with the
@@ -140,6 +166,7 @@ impl Default for LocalTimers {
             elapsed: 0,
             unfired: 0,
             overflow_min: u64::MAX,
+            overflow_exact: true,
             earliest: Earliest::Known(None),
             recent: 0,
             since_recent: RECENT_EVERY - 1,
@@ -182,6 +209,9 @@ impl LocalTimers {
     /// The list a timer due at `deadline` belongs on.
     #[inline]
     fn list_of(&self, deadline: u64) -> usize {
+        if deadline >= NEVER {
+            return NEVER_LIST;
+        }
         let e = self.elapsed;
         let differ = (deadline.max(e) ^ e) >> SHIFT;
         if differ == 0 {
@@ -275,8 +305,11 @@ impl LocalTimers {
             self.overflow_min = self.overflow_min.min(deadline);
         }
         self.unfired += 1;
-        if let Earliest::Known(e) = self.earliest {
-            self.earliest = Earliest::Known(Some(e.map_or(deadline, |e| e.min(deadline))));
+        match self.earliest {
+            Earliest::Known(e) if list != NEVER_LIST => {
+                self.earliest = Earliest::Known(Some(e.map_or(deadline, |e| e.min(deadline))));
+            }
+            _ => {}
         }
         Some(LocalKey(i))
     }
@@ -320,18 +353,20 @@ impl LocalTimers {
         self.recent
     }
 
-    /// Whether the timer fired (`None`: it is gone, dropped by quit); if
-    /// not, its waker is now `waker`.
-    pub(crate) fn poll(&mut self, k: LocalKey, waker: &Waker) -> Option<bool> {
-        let slot = self.get_mut(k)?;
+    /// Whether the timer fired; if not, its waker is now `waker` and the
+    /// one it replaced is handed back, for the caller to drop once this
+    /// borrow has ended (see `remove`).
+    pub(crate) fn poll(&mut self, k: LocalKey, waker: &Waker) -> Polled {
+        let Some(slot) = self.get_mut(k) else {
+            return Polled::Gone;
+        };
         if slot.prev == FIRED {
-            return Some(true);
+            return Polled::Fired;
         }
         match &slot.waker {
-            Some(w) if w.will_wake(waker) => {}
-            _ => slot.waker = Some(waker.clone()),
+            Some(w) if w.will_wake(waker) => Polled::Pending(None),
+            _ => Polled::Pending(slot.waker.replace(waker.clone())),
         }
-        Some(false)
     }
 
     /// Whether the timer fired (it does not touch the waker).
@@ -354,7 +389,8 @@ impl LocalTimers {
                 self.earliest = Earliest::Unknown;
             }
             if deadline == self.overflow_min {
-                self.overflow_min = self.scan_min(OVERFLOW);
+                // Still a lower bound; made exact when next needed.
+                self.overflow_exact = false;
             }
         }
         let free = std::mem::replace(&mut self.free, k.0);
@@ -364,15 +400,29 @@ impl LocalTimers {
         s.waker.take()
     }
 
-    /// The smallest deadline on `list` (`u64::MAX`: empty).
-    fn scan_min(&self, list: usize) -> u64 {
+    /// The smallest deadline on `list` (`u64::MAX`: empty), or `None` if
+    /// the list holds more than `limit` timers.
+    fn scan_min(&self, list: usize, limit: u32) -> Option<u64> {
         let mut min = u64::MAX;
         let mut i = self.heads[list];
+        let mut seen = 0;
         while i != NIL {
+            if seen == limit {
+                return None;
+            }
+            seen += 1;
             min = min.min(self.at(i).deadline);
             i = self.after(i);
         }
-        min
+        Some(min)
+    }
+
+    /// Makes `overflow_min` exact again.
+    fn refresh_overflow_min(&mut self) {
+        if !self.overflow_exact {
+            self.overflow_min = self.scan_min(OVERFLOW, u32::MAX).unwrap_or(u64::MAX);
+            self.overflow_exact = true;
+        }
     }
 
     /// The first non-empty list of the lowest non-empty level: it holds
@@ -391,7 +441,11 @@ impl LocalTimers {
         })
     }
 
-    /// The earliest deadline of a pending timer.
+    /// When the loop must next look at its timers: the earliest deadline
+    /// of a pending timer, exact unless the earliest timers sit in a list
+    /// of a higher level holding more than [`SCAN_MAX`]; then the list's
+    /// start, before every deadline in it (the loop wakes there, moves the
+    /// list down a level and looks again). `None`: no timer that will fire.
     pub(crate) fn next_deadline(&mut self) -> Option<u64> {
         if self.unfired == 0 {
             return None;
@@ -399,9 +453,12 @@ impl LocalTimers {
         if let Earliest::Known(e) = self.earliest {
             return e;
         }
-        let wheel = self
-            .first_list()
-            .map_or(u64::MAX, |(level, d)| self.scan_min(level * PER_LEVEL + d));
+        let wheel = self.first_list().map_or(u64::MAX, |(level, d)| {
+            let limit = if level == 0 { u32::MAX } else { SCAN_MAX };
+            self.scan_min(level * PER_LEVEL + d, limit)
+                .unwrap_or_else(|| span_start(self.elapsed, level, d))
+        });
+        self.refresh_overflow_min();
         let e = Some(wheel.min(self.overflow_min)).filter(|&e| e != u64::MAX);
         self.earliest = Earliest::Known(e);
         e
@@ -415,6 +472,7 @@ impl LocalTimers {
         self.since_recent = RECENT_EVERY - 1;
         let now = now.max(self.elapsed);
         let before = wakers.len();
+        let mut moved = false;
         while let Some((level, d)) = self.first_list() {
             let start = span_start(self.elapsed, level, d);
             if start > now {
@@ -425,7 +483,7 @@ impl LocalTimers {
                 let from = wakers.len();
                 self.fire_list(list, now, wakers);
                 wakers[from..].sort_by_key(|&(_, deadline)| deadline);
-                let end = start + (1 << SHIFT);
+                let end = start.saturating_add(1 << SHIFT);
                 if end > now {
                     // `now` is inside this span: what is left is not due.
                     break;
@@ -435,6 +493,7 @@ impl LocalTimers {
                 // Move the span's timers down: relative to its start, each
                 // differs from the clock below this level.
                 self.elapsed = self.elapsed.max(start);
+                moved = true;
                 let mut i = std::mem::replace(&mut self.heads[list], NIL);
                 self.tails[list] = NIL;
                 self.occupied[level] &= !(1 << d);
@@ -449,12 +508,17 @@ impl LocalTimers {
         }
         self.elapsed = now;
         if self.overflow_min <= now {
+            // Deadlines more than 9 years out: they fire after this batch's
+            // wheel timers, in deadline order among themselves.
             let from = wakers.len();
             self.fire_list(OVERFLOW, now, wakers);
             wakers[from..].sort_by_key(|&(_, deadline)| deadline);
-            self.overflow_min = self.scan_min(OVERFLOW);
+            self.overflow_exact = false;
+            self.refresh_overflow_min();
         }
-        if wakers.len() != before {
+        if moved || wakers.len() != before {
+            // The earliest may have fired, or a long list split so that an
+            // exact answer is now cheap.
             self.earliest = Earliest::Unknown;
         }
     }
@@ -517,6 +581,7 @@ mod tests {
         }
     }
 
+    #[cfg(target_pointer_width = "64")]
     #[test]
     fn a_slot_is_32_bytes() {
         assert_eq!(std::mem::size_of::<Slot>(), 32);
@@ -544,20 +609,75 @@ mod tests {
     }
 
     #[test]
-    fn never_and_far_deadlines_go_on_the_overflow_list() {
+    fn far_deadlines_overflow_and_never_ones_are_never_looked_at() {
         let mut t = LocalTimers::default();
-        let never = t.insert(u64::MAX - 1, waker()).unwrap();
+        let never = t.insert(NEVER, waker()).unwrap();
+        assert_eq!(t.next_deadline(), None, "a timer that never fires sets no deadline");
         let far = t.insert(1 << 60, waker()).unwrap();
+        let far2 = t.insert((1 << 60) + 1, waker()).unwrap();
         assert_eq!(t.next_deadline(), Some(1 << 60));
+        t.remove(far);
+        assert_eq!(t.next_deadline(), Some((1 << 60) + 1));
         let mut w = Vec::new();
         t.fire_due(1 << 59, &mut w);
         assert!(w.is_empty());
-        t.fire_due(1 << 60, &mut w);
+        t.fire_due(1 << 61, &mut w);
         assert_eq!(w.len(), 1);
-        assert!(t.fired(far) && !t.fired(never));
-        assert_eq!(t.next_deadline(), Some(u64::MAX - 1));
-        t.remove(never);
+        assert!(t.fired(far2) && !t.fired(never));
+        assert_eq!(t.len(), 1);
         assert_eq!(t.next_deadline(), None);
+        t.remove(never);
+        assert_eq!(t.len(), 0);
+    }
+
+    /// Removing many timers that never fire is O(1) each (no rescans).
+    #[test]
+    fn removing_a_million_never_timers_is_linear() {
+        let mut t = LocalTimers::default();
+        let keys: Vec<_> = (0..1_000_000)
+            .map(|_| t.insert(NEVER, waker()).unwrap())
+            .collect();
+        let start = std::time::Instant::now();
+        for k in keys {
+            t.remove(k);
+        }
+        // Quadratic rescans would take minutes; linear takes milliseconds.
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(t.len(), 0);
+    }
+
+    /// Thousands of timers on one higher list: the next deadline is the
+    /// list's start (early, never late) rather than a scan of them all,
+    /// and once the clock reaches it the list moves down and the answer
+    /// gets exact.
+    #[test]
+    fn a_long_list_answers_with_its_start_then_splits() {
+        let mut t = LocalTimers::default();
+        let start = (1 << 30) + 12_345;
+        let keys: Vec<_> = (0..10_000u64)
+            .map(|i| t.insert(start + i * 1_000, waker()).unwrap())
+            .collect();
+        assert_eq!(t.next_deadline(), Some(start), "inserts keep the answer exact");
+        // Removing the earliest makes the answer unknown: the list is long.
+        t.remove(keys[0]);
+        let due = start + 1_000;
+        let first = t.next_deadline().unwrap();
+        assert!(first < due);
+        let mut w = Vec::new();
+        t.fire_due(first, &mut w);
+        assert!(w.is_empty(), "nothing is due at the list's start");
+        let mut now = first;
+        for _ in 0..LEVELS {
+            let next = t.next_deadline().unwrap();
+            if next == due {
+                break;
+            }
+            assert!(next > now && next < due);
+            now = next;
+            t.fire_due(now, &mut w);
+            assert!(w.is_empty());
+        }
+        assert_eq!(t.next_deadline(), Some(due));
     }
 
     struct Id;
@@ -621,7 +741,14 @@ mod tests {
                     }
                 }
                 assert_eq!(t.len(), model.len());
-                assert_eq!(t.next_deadline(), model.keys().next().map(|&(d, _)| d));
+                // Exact while no list is long; never later than the truth.
+                let next = t.next_deadline();
+                let truth = model.keys().next().map(|&(d, _)| d);
+                if t.len() <= SCAN_MAX as usize {
+                    assert_eq!(next, truth);
+                } else {
+                    assert!(next.unwrap() <= truth.unwrap());
+                }
             }
         }
     }

@@ -10,6 +10,13 @@
 //! the shared queue due at its deadline, cancelled with one CAS (a
 //! tombstone) when dropped.
 //!
+//! A sleep whose deadline has already passed when it is first polled
+//! completes at that poll, without waiting for the loop's next turn: the
+//! loop judges it against a clock reading taken at the first such poll of
+//! each batch and every 64th after (never against a guess, so nothing
+//! completes early). Such a sleep is not a fired timer in
+//! [`Stats`](crate::stats::Stats).
+//!
 //! # Precision
 //! The loop arms a `timerfd` to the next deadline, so timers fire with
 //! sub-millisecond lateness (the figures are in `examples/timer_precision.rs`

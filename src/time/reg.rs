@@ -92,6 +92,7 @@ impl Reg {
 
     pub(crate) fn get(&self) -> RegRef<'_> {
         let addr = self.word.addr();
+        debug_assert_ne!(addr & TAG, TAG, "no word is tagged 0b11");
         match addr & TAG {
             ELAPSED => RegRef::Elapsed,
             LOCAL => RegRef::Local(LocalKey::from_index((addr >> 2) as u32)),
@@ -126,7 +127,11 @@ impl Reg {
 
 impl Drop for Reg {
     fn drop(&mut self) {
-        drop(self.take());
+        let held = self.take();
+        debug_assert!(
+            !matches!(held, RegOwned::Local(_)),
+            "a local timer's key dropped without removing its timer"
+        );
     }
 }
 
@@ -148,9 +153,12 @@ mod tests {
         assert!(matches!(Reg::none().get(), RegRef::None));
         assert!(matches!(Reg::elapsed().get(), RegRef::Elapsed));
         let k = LocalKey::from_index((MAX_TIMERS - 1) as u32);
-        match Reg::local(k).get() {
+        let mut r = Reg::local(k);
+        match r.get() {
             RegRef::Local(got) => assert_eq!(got, k),
             _ => panic!("not local"),
         }
+        assert!(matches!(r.take(), RegOwned::Local(got) if got == k));
+        assert!(matches!(r.get(), RegRef::None));
     }
 }

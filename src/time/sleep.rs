@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use super::local::LocalKey;
+use super::local::{LocalKey, Polled};
 use super::reg::{Reg, RegOwned, RegRef, SharedReg};
 use crate::queue::Push;
 use crate::runtime::context;
@@ -191,9 +191,11 @@ impl Future for Sleep {
             }
             RegRef::Local(k) => {
                 match context::with_core(id, |core| core.timers.borrow_mut().poll(k, cx.waker())) {
-                    Some(Some(true)) => return Poll::Ready(()),
-                    // Pending, or dropped by quit (it never fires).
-                    Some(_) => return Poll::Pending,
+                    Some(Polled::Fired) => return Poll::Ready(()),
+                    // The replaced waker is dropped here, after the borrow.
+                    Some(Polled::Pending(_)) => return Poll::Pending,
+                    // Dropped by quit: it never fires.
+                    Some(Polled::Gone) => return Poll::Pending,
                     // Moved to another thread: re-register on the shared path.
                     None => self.cancel(),
                 }
