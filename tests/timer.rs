@@ -217,3 +217,59 @@ fn zero_interval_panics() {
         let _ = interval(Duration::ZERO);
     });
 }
+
+/// A sleep created on the loop but first polled on another thread takes the
+/// shared queue: the loop fires it, the other thread's waker wakes, and it
+/// is never early.
+#[test]
+fn a_sleep_first_polled_on_another_thread_fires_from_its_loop() {
+    let looper = Looper::new().unwrap();
+    let (tx, rx) = futures::channel::oneshot::channel();
+    let waited = looper.block_on(async move {
+        let s = sleep(Duration::from_millis(20));
+        let at = s.deadline();
+        let t = std::thread::spawn(move || {
+            futures::executor::block_on(s);
+            let late = Instant::now().saturating_duration_since(at);
+            let early = Instant::now() < at;
+            tx.send(()).unwrap();
+            (early, late)
+        });
+        rx.await.unwrap();
+        t.join().unwrap()
+    });
+    assert!(!waited.0, "the sleep completed before its deadline");
+    assert!(waited.1 < Duration::from_secs(5));
+    assert_eq!(looper.stats().pending, 0);
+}
+
+/// A timer registered on its loop, then moved to another thread and
+/// dropped there: the loop frees its slot (it is not left pending), and a
+/// sleep re-polled on another thread moves to the shared path and fires.
+#[test]
+fn a_local_timer_dropped_or_repolled_on_another_thread() {
+    let looper = Looper::new().unwrap();
+    let pending = looper.block_on(async {
+        let mut dropped = sleep(Duration::from_secs(3600));
+        let mut moved = sleep(Duration::from_millis(10));
+        let _ = futures::poll!(&mut dropped);
+        let _ = futures::poll!(&mut moved);
+        let registered = looper.stats().pending;
+        let (tx, rx) = futures::channel::oneshot::channel();
+        let t = std::thread::spawn(move || {
+            drop(dropped);
+            futures::executor::block_on(moved);
+            tx.send(()).unwrap();
+        });
+        rx.await.unwrap();
+        t.join().unwrap();
+        // The removal job was queued before this post: it has run once the
+        // post has.
+        let (tx, rx) = futures::channel::oneshot::channel();
+        looper.handle().post(move || tx.send(()).unwrap()).unwrap();
+        rx.await.unwrap();
+        registered
+    });
+    assert_eq!(pending, 2);
+    assert_eq!(looper.stats().pending, 0, "the dropped timer's slot was freed");
+}
