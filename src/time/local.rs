@@ -632,6 +632,7 @@ mod tests {
 
     /// Removing many timers that never fire is O(1) each (no rescans).
     #[test]
+    #[cfg_attr(miri, ignore = "too slow interpreted; run natively")]
     fn removing_a_million_never_timers_is_linear() {
         let mut t = LocalTimers::default();
         let keys: Vec<_> = (0..1_000_000)
@@ -690,6 +691,7 @@ mod tests {
     /// clock, in deadline order and, at equal deadlines, in registration
     /// order; the next deadline always agrees.
     #[test]
+    #[cfg_attr(miri, ignore = "too slow interpreted; run natively")]
     fn the_wheel_agrees_with_a_sorted_map() {
         for seed in 1..=20u64 {
             let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
