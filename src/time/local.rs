@@ -471,6 +471,11 @@ impl LocalTimers {
         // A new batch: the next first poll reads the clock.
         self.since_recent = RECENT_EVERY - 1;
         let now = now.max(self.elapsed);
+        if self.unfired == 0 {
+            // Every list is empty: nothing to walk past.
+            self.elapsed = now;
+            return;
+        }
         let before = wakers.len();
         let mut moved = false;
         while let Some((level, d)) = self.first_list() {
