@@ -271,5 +271,9 @@ fn a_local_timer_dropped_or_repolled_on_another_thread() {
         registered
     });
     assert_eq!(pending, 2);
-    assert_eq!(looper.stats().pending, 0, "the dropped timer's slot was freed");
+    assert_eq!(
+        looper.stats().pending,
+        0,
+        "the dropped timer's slot was freed"
+    );
 }

@@ -184,7 +184,11 @@ fn digit(t: u64, level: usize) -> usize {
 fn span_start(t: u64, level: usize, digit: usize) -> u64 {
     let low = SHIFT + BITS * level as u32;
     let above = low + BITS;
-    let high = if above >= 64 { 0 } else { (t >> above) << above };
+    let high = if above >= 64 {
+        0
+    } else {
+        (t >> above) << above
+    };
     high | ((digit as u64) << low)
 }
 
@@ -434,8 +438,8 @@ impl LocalTimers {
                 // Every list of a level is at or after the clock's digit;
                 // rotating keeps the search right if that ever changed.
                 let from = digit(self.elapsed, level);
-                let d = (bits.rotate_right(from as u32).trailing_zeros() as usize + from)
-                    % PER_LEVEL;
+                let d =
+                    (bits.rotate_right(from as u32).trailing_zeros() as usize + from) % PER_LEVEL;
                 (level, d)
             })
         })
@@ -617,7 +621,11 @@ mod tests {
     fn far_deadlines_overflow_and_never_ones_are_never_looked_at() {
         let mut t = LocalTimers::default();
         let never = t.insert(NEVER, waker()).unwrap();
-        assert_eq!(t.next_deadline(), None, "a timer that never fires sets no deadline");
+        assert_eq!(
+            t.next_deadline(),
+            None,
+            "a timer that never fires sets no deadline"
+        );
         let far = t.insert(1 << 60, waker()).unwrap();
         let far2 = t.insert((1 << 60) + 1, waker()).unwrap();
         assert_eq!(t.next_deadline(), Some(1 << 60));
@@ -663,7 +671,11 @@ mod tests {
         let keys: Vec<_> = (0..10_000u64)
             .map(|i| t.insert(start + i * 1_000, waker()).unwrap())
             .collect();
-        assert_eq!(t.next_deadline(), Some(start), "inserts keep the answer exact");
+        assert_eq!(
+            t.next_deadline(),
+            Some(start),
+            "inserts keep the answer exact"
+        );
         // Removing the earliest makes the answer unknown: the list is long.
         t.remove(keys[0]);
         let due = start + 1_000;
@@ -712,8 +724,7 @@ mod tests {
                     0..=4 => {
                         let span = [1u64 << 12, 1 << 18, 1 << 26, 1 << 34, 1 << 45]
                             [(rng.next() % 5) as usize];
-                        let mut d =
-                            (now + rng.next() % span).saturating_sub(rng.next() % 3 * 1000);
+                        let mut d = (now + rng.next() % span).saturating_sub(rng.next() % 3 * 1000);
                         if rng.next() % 2 == 0 {
                             // Coarse deadlines, so many are equal.
                             d &= !((1 << 20) - 1);
@@ -737,12 +748,12 @@ mod tests {
                         now += rng.next() % step;
                         let mut w = Vec::new();
                         t.fire_due(now, &mut w);
-                        let due: Vec<(u64, u64)> = model
-                            .range(..=(now, u64::MAX))
-                            .map(|(&k, _)| k)
+                        let due: Vec<(u64, u64)> =
+                            model.range(..=(now, u64::MAX)).map(|(&k, _)| k).collect();
+                        let got: Vec<(u64, u64)> = w
+                            .iter()
+                            .map(|(w, d)| (*d, ids[&(w.data() as usize)]))
                             .collect();
-                        let got: Vec<(u64, u64)> =
-                            w.iter().map(|(w, d)| (*d, ids[&(w.data() as usize)])).collect();
                         assert_eq!(got, due, "seed {seed} at {now}");
                         model.retain(|&(d, _), _| d > now);
                     }
