@@ -405,6 +405,7 @@ fn a_timer_waker_whose_drop_panics_is_dropped_by_quit_with_the_rest() {
     // A task polls its sleep with a waker of its own that panics when the
     // last reference to it goes, then parks on another sleep.
     let c = Counted(dropped.clone());
+    let (polled_tx, polled_rx) = futures::channel::oneshot::channel();
     let task = h.spawn(async move {
         let _c = c;
         let mut s = deliloop::time::sleep(Duration::from_secs(3600));
@@ -412,11 +413,11 @@ fn a_timer_waker_whose_drop_panics_is_dropped_by_quit_with_the_rest() {
         assert!(poll_with(&mut s, &w).is_pending());
         drop(w);
         let _s = s;
+        polled_tx.send(()).unwrap();
         futures::future::pending::<()>().await;
     });
-    looper.block_on(async {
-        deliloop::time::sleep(Duration::from_millis(1)).await;
-    });
+    // Run the loop until the task has registered its sleep.
+    looper.block_on(async { polled_rx.await.unwrap() });
     let c = Counted(dropped.clone());
     h.post_delayed(Duration::from_secs(3600), move || drop(c))
         .unwrap();
@@ -763,7 +764,9 @@ fn a_timer_waker_that_panics_when_it_fires_unwinds_out_of_one_loop_call_and_the_
     let looper = Looper::new().unwrap();
     // A task polls its sleep with a waker of its own, then parks for good.
     let task = looper.spawn_local(async {
-        let mut s = Box::pin(deliloop::time::sleep(Duration::from_millis(1)));
+        // Not due by its first poll even under Miri, whose clock advances
+        // as it interprets (a sleep due by then completes at that poll).
+        let mut s = Box::pin(deliloop::time::sleep(Duration::from_millis(100)));
         let w = Waker::from(Arc::new(PanicWaker));
         assert!(s.as_mut().poll(&mut Context::from_waker(&w)).is_pending());
         futures::future::pending::<()>().await;

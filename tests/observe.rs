@@ -118,8 +118,10 @@ fn the_observer_sees_every_dispatch_and_each_panic() {
     let h = looper.handle();
     h.message(|| {}).tag(Tag(9)).post().unwrap();
     h.post(|| panic!("a message that panics")).unwrap();
+    // Long enough not to be due at its first poll even under Miri (a
+    // sleep already due there completes without a timer).
     looper.block_on(async {
-        deliloop::time::sleep(Duration::from_millis(1)).await;
+        deliloop::time::sleep(Duration::from_millis(20)).await;
     });
     let seen = seen.borrow();
     assert_eq!(seen.starting.len(), seen.dispatched.len());

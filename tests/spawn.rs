@@ -125,9 +125,9 @@ fn detached_tasks_keep_running() {
         .handle()
         .spawn(async move { r.store(true, Ordering::SeqCst) })
         .detach();
-    looper.block_on(async {
-        deliloop::time::sleep(Duration::from_millis(1)).await;
-    });
+    // Run what is ready (a sleep is no sure turn: one already due at its
+    // first poll completes there).
+    while looper.dispatch_ready().dispatched > 0 {}
     assert!(ran.load(Ordering::SeqCst));
 }
 
@@ -188,18 +188,18 @@ fn dropping_a_delayed_task_drops_its_future_unpolled() {
             let _flag = flag;
             p.store(true, Ordering::SeqCst);
         });
-    looper.block_on(async {
-        deliloop::time::sleep(Duration::from_millis(1)).await;
-    });
+    // Run what is ready (a sleep is no sure turn: one already due at its
+    // first poll completes there).
+    while looper.dispatch_ready().dispatched > 0 {}
     assert_eq!(
         looper.stats().pending,
         1,
         "the delayed task's timer is pending"
     );
     drop(task);
-    looper.block_on(async {
-        deliloop::time::sleep(Duration::from_millis(1)).await;
-    });
+    // Run what is ready (a sleep is no sure turn: one already due at its
+    // first poll completes there).
+    while looper.dispatch_ready().dispatched > 0 {}
     assert!(!polled.load(Ordering::SeqCst));
     assert_eq!(dropped.load(Ordering::SeqCst), 1);
     assert_eq!(looper.stats().pending, 0, "the timer was tombstoned");

@@ -15,7 +15,9 @@
 //! loop judges it against a clock reading taken at the first such poll of
 //! each batch and every 64th after (never against a guess, so nothing
 //! completes early). Such a sleep is not a fired timer in
-//! [`Stats`](crate::stats::Stats).
+//! [`Stats`](crate::stats::Stats), and awaiting it is no yield to the
+//! loop: a task that means to let others run should not rely on a short
+//! sleep doing so (tokio's `sleep` makes no such promise either).
 //!
 //! # Precision
 //! The loop arms a `timerfd` to the next deadline, so timers fire with
