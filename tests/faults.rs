@@ -778,11 +778,12 @@ fn a_timer_waker_that_panics_when_it_fires_unwinds_out_of_one_loop_call_and_the_
     }));
     assert!(r.is_err(), "the waker's panic came out of block_on");
     let v = looper.block_on(async {
-        deliloop::time::sleep(Duration::from_millis(1)).await;
+        // Not due at its first poll even under Miri.
+        deliloop::time::sleep(Duration::from_millis(20)).await;
         deliloop::spawn(async { 4 }).await
     });
     assert_eq!(v, 4, "the loop goes on");
-    // The panicking one and the 1 ms sleep (the long one was dropped
+    // The panicking one and the 20 ms sleep (the long one was dropped
     // with its block_on).
     assert_eq!(looper.stats().timers_fired, 2);
     drop(task);
