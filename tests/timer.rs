@@ -224,6 +224,7 @@ fn zero_interval_panics() {
 #[test]
 fn a_sleep_first_polled_on_another_thread_fires_from_its_loop() {
     let looper = Looper::new().unwrap();
+    let h = looper.handle();
     let (tx, rx) = futures::channel::oneshot::channel();
     let waited = looper.block_on(async move {
         let s = sleep(Duration::from_millis(20));
@@ -236,7 +237,13 @@ fn a_sleep_first_polled_on_another_thread_fires_from_its_loop() {
             (early, late)
         });
         rx.await.unwrap();
-        t.join().unwrap()
+        let waited = t.join().unwrap();
+        // The other thread's wake of this task may still be queued: it
+        // was queued before this post, so it has run once the post has.
+        let (tx, rx) = futures::channel::oneshot::channel();
+        h.post(move || tx.send(()).unwrap()).unwrap();
+        rx.await.unwrap();
+        waited
     });
     assert!(!waited.0, "the sleep completed before its deadline");
     assert!(waited.1 < Duration::from_secs(5));
