@@ -84,10 +84,7 @@ fn imps(pending: usize, k: usize) -> Vec<Imp<'static>> {
             })
         }),
         Imp::new("tokio sleep_until", Kind::Peer, move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .unwrap();
+            let rt = crate::util::tokio_timers();
             rt.block_on(async {
                 let base = tokio::time::Instant::now();
                 let mut held: Vec<_> = pre3

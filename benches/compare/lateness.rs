@@ -52,10 +52,7 @@ fn imps(n: usize) -> Vec<Imp<'static>> {
             deliloop_imp(n, Duration::from_micros(150))
         }),
         Imp::new("tokio", Kind::Peer, move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .unwrap();
+            let rt = crate::util::tokio_timers();
             rt.block_on(async {
                 let mut out = Vec::with_capacity(n);
                 for d in delays(n) {

@@ -99,10 +99,7 @@ fn imps(n: usize, hold: bool, bytes: bool) -> Vec<Imp<'static>> {
             r
         }),
         Imp::new("tokio sleep", Kind::Peer, move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .unwrap();
+            let rt = crate::util::tokio_timers();
             rt.block_on(async {
                 measure(n, hold, bytes, |d| {
                     let mut s = Box::pin(tokio::time::sleep(d));
@@ -136,10 +133,7 @@ fn fire(n: usize) -> Vec<Imp<'static>> {
             })
         }),
         Imp::new("tokio sleep", Kind::Peer, move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .unwrap();
+            let rt = crate::util::tokio_timers();
             rt.block_on(async {
                 per_op_async(n, || {
                     let at = tokio::time::Instant::now() + Duration::from_millis(1);
@@ -183,10 +177,7 @@ fn fire_ahead(n: usize) -> Vec<Imp<'static>> {
             })
         }),
         Imp::new("tokio sleep", Kind::Peer, move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .unwrap();
+            let rt = crate::util::tokio_timers();
             rt.block_on(async {
                 let at = Instant::now() + AHEAD;
                 let t = tokio::time::Instant::from_std(at);
@@ -238,10 +229,7 @@ fn churn_peak(n: usize) -> Vec<Imp<'static>> {
             })
         }),
         Imp::new("tokio sleep", Kind::Peer, move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .build()
-                .unwrap();
+            let rt = crate::util::tokio_timers();
             rt.block_on(async {
                 peak_during(|| {
                     for i in 0..n {

@@ -19,6 +19,15 @@ pub struct Imp<'a> {
     pub run: Box<dyn FnMut() -> Vec<f64> + 'a>,
 }
 
+/// A tokio current_thread runtime with its timer driver: the timer rows'
+/// peer.
+pub fn tokio_timers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
 impl<'a> Imp<'a> {
     pub fn new(name: &'static str, kind: Kind, run: impl FnMut() -> Vec<f64> + 'a) -> Self {
         Imp {
