@@ -247,6 +247,7 @@ impl Builder {
             self.hook.clone(),
             flood,
         ));
+        super::remote::register(&remote);
         let core = Core::new(remote, queue, parker, &self);
         Ok(Looper::from_core(core))
     }

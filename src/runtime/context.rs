@@ -83,19 +83,37 @@ pub(crate) fn with_any_core<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
     })
 }
 
-/// The remote side of the running looper and the loop's last clock
+/// The id of the running looper and the loop's last clock
 /// reading (the start of its current batch: never later than now).
 ///
 /// # Panics
 /// Outside a running looper, naming `what`.
-pub(crate) fn current_remote_and_clock(what: &str) -> (Arc<Remote>, u64) {
-    with_any_core(|core| {
-        match core {
-        Some(core) => (core.remote.clone(), core.clock.get()),
+pub(crate) fn current_id_and_clock(what: &str) -> (u64, u64) {
+    with_any_core(|core| match core {
+        Some(core) => (core.remote.id, core.clock.get()),
         None => panic!(
-            "deliloop: {what} must be called inside a task or callback of a running Looper              (inside block_on, run, turn or dispatch_ready)"
+            "deliloop: {what} must be called inside a task or callback of a running Looper \
+             (inside block_on, run, turn or dispatch_ready)"
         ),
-    }
+    })
+}
+
+/// The id of the running looper and a clock reading for a
+/// deadline: never earlier than now, at most a few µs later
+/// (`time/clock.rs`).
+///
+/// # Panics
+/// Outside a running looper, naming `what`.
+pub(crate) fn current_id_and_deadline_clock(what: &str) -> (u64, u64) {
+    with_any_core(|core| match core {
+        Some(core) => (
+            core.remote.id,
+            core.deadline_clock.now(|| core.remote.now_ticks()),
+        ),
+        None => panic!(
+            "deliloop: {what} must be called inside a task or callback of a running Looper \
+             (inside block_on, run, turn or dispatch_ready)"
+        ),
     })
 }
 

@@ -22,6 +22,7 @@ use crate::stats::pressure::Psi;
 use crate::stats::Counters;
 use crate::stats::Histogram;
 use crate::sync::Ordering;
+use crate::time::clock::DeadlineClock;
 use crate::time::local::LocalTimers;
 
 fn nanos(d: Duration) -> u64 {
@@ -38,6 +39,9 @@ pub(crate) struct Core {
     pub(crate) queue: RefCell<DeliQueue<Entry>>,
     /// The loop's last clock reading (a batch's start, a park), in ticks.
     pub(crate) clock: Cell<u64>,
+    /// The clock for deadlines of sleeps made on this thread: never
+    /// early, cheaper than a clock read (`time/clock.rs`).
+    pub(crate) deadline_clock: DeadlineClock,
     /// Timers registered on the loop thread (`time/local.rs`).
     pub(crate) timers: RefCell<LocalTimers>,
     /// Tasks woken on the loop thread itself: no node, no atomics.
@@ -104,6 +108,7 @@ impl Core {
             local: RefCell::new(VecDeque::new()),
             timers: RefCell::new(LocalTimers::default()),
             clock: Cell::new(0),
+            deadline_clock: DeadlineClock::new(),
             active: RefCell::new(Slab::new()),
             active_closed: Cell::new(false),
             parker: RefCell::new(parker),

@@ -92,7 +92,7 @@ impl Handle {
     {
         let now = self.remote.now_ticks();
         let deadline = self.remote.ticks_after_from(now, delay);
-        let sleep = Sleep::on(self.remote.clone(), deadline, now);
+        let sleep = Sleep::on(self.remote.id, deadline, now);
         self.spawn(async move {
             sleep.await;
             future.await
@@ -117,7 +117,7 @@ impl Handle {
         F::Output: Send + 'static,
     {
         let now = self.remote.now_ticks();
-        let sleep = Sleep::on(self.remote.clone(), self.remote.ticks_at(when), now);
+        let sleep = Sleep::on(self.remote.id, self.remote.ticks_at(when), now);
         self.spawn(async move {
             sleep.await;
             future.await

@@ -44,5 +44,6 @@ pub use handle::Handle;
 pub use idle::{IdleId, Printer};
 pub use looper::Looper;
 pub use message::{MessageBuilder, MessageId, MessageInfo, Tag};
+pub(crate) use remote::monotonic_ns;
 pub use task::Task;
 pub use turn::Turn;

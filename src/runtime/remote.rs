@@ -6,7 +6,8 @@ use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::flood::Flood;
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
@@ -17,6 +18,56 @@ use crate::queue::{Closed, Producer, Push};
 
 static NEXT_ID: StdAtomicU64 = StdAtomicU64::new(1);
 
+/// The clock origin every looper's ticks count from: one for the process,
+/// so a deadline in ticks means the same instant to every looper and can
+/// be turned back into an `Instant` without its looper (`Sleep` keeps only
+/// its looper's id). The `Instant` is read first, so `ticks_at` is never
+/// below `now_ticks` for the same moment (nothing fires early).
+static ORIGIN: OnceLock<(Instant, u64)> = OnceLock::new();
+
+fn origin() -> (Instant, u64) {
+    *ORIGIN.get_or_init(|| (Instant::now(), monotonic_ns()))
+}
+
+/// Every live looper's remote side by id, for the rare paths of a timer
+/// used off its loop's thread (`Sleep` holds no reference to its loop).
+/// A plain lock: it is taken when a looper is made or dropped and when a
+/// sleep is first polled, or dropped after registering, on another thread.
+static REGISTRY: Mutex<Option<HashMap<u64, Weak<Remote>>>> = Mutex::new(None);
+
+/// The remote side of the looper `id`, if it still exists.
+pub(crate) fn find(id: u64) -> Option<Arc<Remote>> {
+    let registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    registry.as_ref()?.get(&id)?.upgrade()
+}
+
+/// Lists `remote` in the registry (`Builder::build`).
+pub(crate) fn register(remote: &Arc<Remote>) {
+    let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+    registry
+        .get_or_insert_with(HashMap::new)
+        .insert(remote.id, Arc::downgrade(remote));
+}
+
+/// The clock now, in ticks (as [`Remote::now_ticks`], for any looper).
+#[inline]
+pub(crate) fn now_ticks() -> u64 {
+    monotonic_ns().saturating_sub(origin().1)
+}
+
+/// `when` in ticks (as [`Remote::ticks_at`], for any looper).
+pub(crate) fn ticks_at(when: Instant) -> u64 {
+    nanos(when.saturating_duration_since(origin().0))
+}
+
+/// The instant of `ticks` (as [`Remote::instant_of`], for any looper).
+pub(crate) fn instant_of(ticks: u64) -> Instant {
+    let origin = origin().0;
+    origin
+        .checked_add(Duration::from_nanos(ticks))
+        .unwrap_or(origin)
+}
+
 pub(crate) const RUNNING: u8 = 0;
 pub(crate) const QUIT: u8 = 1;
 pub(crate) const QUIT_SAFELY: u8 = 2;
@@ -26,6 +77,7 @@ pub(crate) struct Remote {
     pub(crate) id: u64,
     pub(crate) producer: Producer<Entry>,
     pub(crate) waker: super::park::Waker,
+    /// The process's clock origin (`ORIGIN`), copied here.
     pub(crate) origin: Instant,
     /// `origin` on `CLOCK_MONOTONIC` (the clock `Instant` reads), in ns.
     origin_ns: u64,
@@ -63,8 +115,8 @@ impl Remote {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             producer,
             waker,
-            origin: Instant::now(),
-            origin_ns: monotonic_ns(),
+            origin: origin().0,
+            origin_ns: origin().1,
             wakeups: AtomicU64::new(0),
             quit_mode: AtomicU8::new(RUNNING),
             owner: thread::current().id(),
@@ -156,9 +208,18 @@ impl Remote {
     }
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds.
+impl Drop for Remote {
+    fn drop(&mut self) {
+        let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(map) = registry.as_mut() {
+            map.remove(&self.id);
+        }
+    }
+}
+
+/// `CLOCK_MONOTONIC` in ns (the clock `Instant` reads).
 #[inline]
-fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

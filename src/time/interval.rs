@@ -9,6 +9,7 @@ use futures::Stream;
 
 use super::sleep::Sleep;
 use crate::runtime::context;
+use crate::runtime::remote;
 
 /// What an [`Interval`] does when ticks were missed (the loop was busy past
 /// one or more tick times).
@@ -69,12 +70,12 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
         !period.is_zero(),
         "deliloop::time::interval: the period must be non-zero"
     );
-    let remote = context::current_remote("deliloop::time::interval");
-    let now = remote.now_ticks();
-    let first = remote.ticks_at(start);
+    let (looper, _) = context::current_id_and_clock("deliloop::time::interval");
+    let now = remote::now_ticks();
+    let first = remote::ticks_at(start);
     let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
     Interval {
-        sleep: Sleep::on(remote, first, now),
+        sleep: Sleep::on(looper, first, now),
         period,
         behavior: MissedTickBehavior::Burst,
     }
@@ -101,7 +102,7 @@ impl Interval {
             return Poll::Pending;
         }
         let scheduled = self.sleep.deadline_ticks();
-        let now = self.sleep.remote().now_ticks();
+        let now = remote::now_ticks();
         let next = match self.behavior {
             MissedTickBehavior::Burst => scheduled.saturating_add(self.period),
             MissedTickBehavior::Delay => now.saturating_add(self.period),
@@ -110,7 +111,7 @@ impl Interval {
                 scheduled.saturating_add((missed + 1).saturating_mul(self.period))
             }
         };
-        let at = self.sleep.remote().instant_of(scheduled);
+        let at = remote::instant_of(scheduled);
         self.sleep.reset_ticks(next, now);
         Poll::Ready(at)
     }
@@ -132,7 +133,7 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is one period from now.
     pub fn reset(&mut self) {
-        let now = self.sleep.remote().now_ticks();
+        let now = remote::now_ticks();
         self.sleep.reset_ticks(now.saturating_add(self.period), now);
     }
 }

@@ -30,6 +30,7 @@
 //! timer that was first polled after its looper quit panics: the loop will
 //! never fire it.
 
+pub(crate) mod clock;
 mod interval;
 pub(crate) mod local;
 mod reg;

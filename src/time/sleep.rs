@@ -13,7 +13,11 @@ use super::reg::{Reg, RegOwned, RegRef, SharedReg};
 use crate::queue::Push;
 use crate::runtime::context;
 use crate::runtime::message::{Entry, TimerCell, INTERNAL};
-use crate::runtime::remote::Remote;
+use crate::runtime::remote::{self, NEVER};
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// Waits until `duration` has passed. `Duration::MAX` never completes.
 ///
@@ -28,10 +32,11 @@ use crate::runtime::remote::Remote;
 /// assert!(start.elapsed() >= Duration::from_millis(3));
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    let remote = context::current_remote("deliloop::time::sleep");
-    let now = remote.now_ticks();
-    let deadline = remote.ticks_after_from(now, duration);
-    Sleep::on(remote, deadline, now)
+    // The loop's deadline clock: never earlier than a clock read, at most
+    // a few µs later, and cheaper (`clock.rs`).
+    let (looper, now) = context::current_id_and_deadline_clock("deliloop::time::sleep");
+    let deadline = now.saturating_add(nanos(duration)).min(NEVER);
+    Sleep::on(looper, deadline, now)
 }
 
 /// Waits until `deadline`; an instant in the past completes at once.
@@ -51,9 +56,8 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     // reading, which is never later than now. A deadline that passed since
     // is registered anyway and fires on the loop's next batch (or completes
     // at its first poll if the loop's recent clock shows it passed).
-    let (remote, clock) = context::current_remote_and_clock("deliloop::time::sleep_until");
-    let deadline = remote.ticks_at(deadline);
-    Sleep::on(remote, deadline, clock)
+    let (looper, clock) = context::current_id_and_clock("deliloop::time::sleep_until");
+    Sleep::on(looper, remote::ticks_at(deadline), clock)
 }
 
 /// The future of [`sleep`] and [`sleep_until`]. It is registered with the
@@ -73,7 +77,10 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// ```
 #[must_use = "a Sleep does nothing unless awaited; dropping it cancels the timer"]
 pub struct Sleep {
-    remote: Arc<Remote>,
+    /// Its looper's id: no reference to the looper, which a timer used on
+    /// the loop thread never needs; the rare paths off it find the looper
+    /// by id (`remote::find`).
+    looper: u64,
     deadline: u64,
     /// Not registered, elapsed (the deadline was not after the clock when
     /// it was set: due without a timer; one that passes between creation
@@ -88,9 +95,9 @@ pub struct Sleep {
 impl Sleep {
     /// A sleep until `deadline`, which was computed from the clock reading
     /// `created`.
-    pub(crate) fn on(remote: Arc<Remote>, deadline: u64, created: u64) -> Sleep {
+    pub(crate) fn on(looper: u64, deadline: u64, created: u64) -> Sleep {
         Sleep {
-            remote,
+            looper,
             deadline,
             reg: Self::unregistered(deadline, created),
         }
@@ -106,7 +113,7 @@ impl Sleep {
 
     /// When it completes.
     pub fn deadline(&self) -> Instant {
-        self.remote.instant_of(self.deadline)
+        remote::instant_of(self.deadline)
     }
 
     /// Whether the deadline has been reached (it fired, or is due).
@@ -115,19 +122,18 @@ impl Sleep {
             RegRef::None => false,
             RegRef::Elapsed => true,
             RegRef::Local(k) => {
-                context::with_core(self.remote.id, |core| core.timers.borrow_mut().fired(k))
+                context::with_core(self.looper, |core| core.timers.borrow_mut().fired(k))
                     .unwrap_or(false)
             }
             RegRef::Shared(r) => r.cell.fired.load(Ordering::Acquire),
         };
-        fired || self.deadline <= self.remote.now_ticks()
+        fired || self.deadline <= remote::now_ticks()
     }
 
     /// Moves the deadline (earlier or later), cancelling the armed timer;
     /// the next poll arms the new one.
     pub fn reset(&mut self, deadline: Instant) {
-        let now = self.remote.now_ticks();
-        self.reset_ticks(self.remote.ticks_at(deadline), now);
+        self.reset_ticks(remote::ticks_at(deadline), remote::now_ticks());
     }
 
     pub(crate) fn reset_ticks(&mut self, deadline: u64, now: u64) {
@@ -140,10 +146,6 @@ impl Sleep {
         self.deadline
     }
 
-    pub(crate) fn remote(&self) -> &Arc<Remote> {
-        &self.remote
-    }
-
     #[inline]
     fn cancel(&mut self) {
         match self.reg.take() {
@@ -151,19 +153,20 @@ impl Sleep {
             RegOwned::Local(k) => {
                 // The waker is dropped after the borrow ends (dropping it
                 // may drop a task, and timers with it).
-                let here =
-                    context::with_core(self.remote.id, |core| core.timers.borrow_mut().remove(k));
+                let id = self.looper;
+                let here = context::with_core(id, |core| core.timers.borrow_mut().remove(k));
                 if here.is_none() {
                     // Off the loop thread: have the loop free the slot (if
-                    // it has quit, the slot went with it).
-                    let id = self.remote.id;
-                    let remove = move || {
-                        context::with_core(id, |core| core.timers.borrow_mut().remove(k));
-                    };
-                    let _ = self.remote.push(
-                        Entry::Job(Box::new(remove)),
-                        Push::at(0).flags(INTERNAL).asynchronous(),
-                    );
+                    // the looper is gone, the slot went with it).
+                    if let Some(remote) = remote::find(id) {
+                        let remove = move || {
+                            context::with_core(id, |core| core.timers.borrow_mut().remove(k));
+                        };
+                        let _ = remote.push(
+                            Entry::Job(Box::new(remove)),
+                            Push::at(0).flags(INTERNAL).asynchronous(),
+                        );
+                    }
                 }
             }
             RegOwned::Shared(r) => {
@@ -177,7 +180,7 @@ impl Future for Sleep {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let id = self.remote.id;
+        let id = self.looper;
         match self.reg.get() {
             RegRef::Shared(reg) => {
                 if reg.cell.fired.load(Ordering::Acquire) {
@@ -240,13 +243,14 @@ impl Future for Sleep {
             }
             None => {}
         }
+        // First polled off its loop's thread: an entry on the loop's queue.
+        let Some(remote) = remote::find(id) else {
+            panic!("deliloop: a timer was polled after its Looper was dropped; it would never fire")
+        };
         let cell = Arc::new(TimerCell::default());
         cell.waker.register(cx.waker());
         let entry = Entry::Timer(cell.clone());
-        match self
-            .remote
-            .push_cancellable(entry, Push::at(deadline).flags(INTERNAL).asynchronous())
-        {
+        match remote.push_cancellable(entry, Push::at(deadline).flags(INTERNAL).asynchronous()) {
             Ok(id) => {
                 self.reg = Reg::shared(Box::new(SharedReg { id, cell }));
                 Poll::Pending

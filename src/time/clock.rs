@@ -1,0 +1,301 @@
+//! `DeadlineClock`: a cheap reading of the clock that is never early, for
+//! the deadlines of sleeps created on the loop thread.
+//!
+//! # Design
+//!
+//! `sleep(d)` must read the clock: its deadline is `now + d`. A
+//! `clock_gettime(CLOCK_MONOTONIC)` through the vDSO costs about 24 ns on
+//! the machines this is measured on, half of creating, registering and
+//! dropping a sleep; a bare `rdtsc` costs about 10. When the kernel keeps
+//! its own time with the TSC (clocksource `tsc`, which it chooses only for
+//! a constant-rate TSC that it found synchronised across CPUs), the clock
+//! can be extrapolated from a TSC reading:
+//!
+//! ```text
+//! now <= base + (tsc - base_tsc) * rate_up + SLACK
+//! ```
+//!
+//! where `(base, base_tsc)` is a clock reading and a TSC reading this loop
+//! took together at most `REBASE_NS` ago, and `rate_up` is the TSC's period
+//! measured against `CLOCK_MONOTONIC` over at least `CALIBRATE_NS`
+//! (process-wide, from the first loop's start), raised by 1/512: more than
+//! NTP may slew the clock (500 ppm), so the figure is never earlier than
+//! the clock. It is later by at most `REBASE_NS / 512 + SLACK` (about
+//! 4 µs): a sleep created on the loop thread fires that much later at
+//! most, which is below the loop's wake-up latency.
+//!
+//! Every rebase checks the rule it relies on: the fresh clock reading must
+//! not be later than the extrapolation from the previous base. If it is
+//! (the kernel changed clocksource, the machine migrated, the TSC
+//! misbehaved), the extrapolation is switched off for the whole process
+//! and every reading is a `clock_gettime` again.
+//!
+//! Only the loop thread uses a `DeadlineClock` (its fields are `Cell`s).
+//! The calibration is shared through two process-wide atomics, read with
+//! `Relaxed` (a stale value only delays the switch to the fast path); they
+//! are plain `std` atomics, not part of any protocol the models check.
+//! Elsewhere (other architectures, Miri, loom, shuttle, another
+//! clocksource) every reading is a clock read.
+
+use std::cell::Cell;
+
+/// A base is used for this long; then the next reading rebases.
+const REBASE_NS: u64 = 2_000_000;
+/// The TSC's rate is measured over at least this long.
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom), not(shuttle)))]
+const CALIBRATE_NS: u64 = 20_000_000;
+/// Added to every extrapolated reading (covers the out-of-order execution
+/// of an unfenced `rdtsc`).
+const SLACK: u64 = 128;
+
+/// A clock for deadlines on one loop thread; see the module docs.
+pub(crate) struct DeadlineClock {
+    /// The TSC's period in ns, 32.32 fixed point, raised by 1/512; 0 while
+    /// not known (or switched off).
+    rate: Cell<u64>,
+    /// A clock reading (the caller's ticks) and the TSC read with it.
+    base: Cell<u64>,
+    base_tsc: Cell<u64>,
+    /// Whether extrapolation may be used on this machine at all (false
+    /// once switched off).
+    enabled: Cell<bool>,
+}
+
+impl DeadlineClock {
+    pub(crate) fn new() -> DeadlineClock {
+        DeadlineClock {
+            rate: Cell::new(0),
+            base: Cell::new(0),
+            base_tsc: Cell::new(0),
+            enabled: Cell::new(imp::available()),
+        }
+    }
+
+    /// A reading of the clock, in the ticks `read` returns, that is never
+    /// earlier than `read()` at this moment and at most a few µs later.
+    #[inline]
+    pub(crate) fn now(&self, read: impl FnOnce() -> u64) -> u64 {
+        let rate = self.rate.get();
+        if rate != 0 {
+            let dt = imp::tsc().wrapping_sub(self.base_tsc.get());
+            // A TSC behind the base wraps `dt` to a huge value, which
+            // fails the first test (and below 2^32 the product cannot
+            // lose bits to the cast).
+            let dns = ((dt as u128 * rate as u128) >> 32) as u64;
+            if dt < 1 << 32 && dns < REBASE_NS {
+                return self.base.get() + dns + SLACK;
+            }
+        }
+        if !self.enabled.get() {
+            return read();
+        }
+        self.rebase(read)
+    }
+
+    /// A clock reading, taken as the new base (and checked against the
+    /// old one, and used to calibrate while the rate is not known).
+    #[cold]
+    fn rebase(&self, read: impl FnOnce() -> u64) -> u64 {
+        let (now, tscs) = imp::bracket(read);
+        let Some((before, after)) = tscs else {
+            // Interrupted between the readings (or no TSC): no base this
+            // time; the next reading tries again.
+            self.rate.set(0);
+            if !imp::available() {
+                self.enabled.set(false);
+            }
+            return now;
+        };
+        let rate = self.rate.get();
+        if rate != 0 {
+            // The old base's extrapolation to `after` may not be earlier
+            // than a clock read before `after`. A base too old to
+            // extrapolate from (or a TSC behind it) proves nothing.
+            let dt = after.wrapping_sub(self.base_tsc.get());
+            if dt < 1 << 40 {
+                let predicted = self
+                    .base
+                    .get()
+                    .saturating_add(((dt as u128 * rate as u128) >> 32) as u64)
+                    .saturating_add(SLACK);
+                if now > predicted {
+                    imp::switch_off();
+                }
+            }
+        }
+        // The clock was read at a TSC value at least `before`: from
+        // `before` on, extrapolating from `now` is never early.
+        self.base.set(now);
+        self.base_tsc.set(before);
+        self.rate.set(imp::rate());
+        if !imp::available() {
+            self.enabled.set(false);
+        }
+        now
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom), not(shuttle)))]
+mod imp {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+
+    use super::CALIBRATE_NS;
+    use crate::runtime::monotonic_ns;
+
+    /// The calibrated rate (as `DeadlineClock::rate`); 0: not yet;
+    /// `OFF`: switched off.
+    static RATE: AtomicU64 = AtomicU64::new(0);
+    const OFF: u64 = u64::MAX;
+    /// TSC ticks a clock read may take between the two TSC readings around
+    /// it (a few hundred are usual); more means it was interrupted.
+    const MAX_GAP: u64 = 1 << 12;
+    /// The first bracketed clock reading (`CLOCK_MONOTONIC` ns and the TSC
+    /// just before and after it), if the clocksource is the TSC.
+    static START: OnceLock<Option<(u64, u64, u64)>> = OnceLock::new();
+
+    #[inline]
+    pub(super) fn tsc() -> u64 {
+        // SAFETY: `rdtsc` exists on every x86_64 CPU and only reads the
+        // time-stamp counter.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+
+    /// `read()` between two TSC readings, and the readings unless they
+    /// are more than `MAX_GAP` apart. The TSC before is read before the
+    /// clock (the clock's own read of the TSC is fenced: it cannot run
+    /// before an earlier instruction), so the clock was read at a TSC of
+    /// at least `before` and, for the same reason, at most `after`.
+    pub(super) fn bracket(read: impl FnOnce() -> u64) -> (u64, Option<(u64, u64)>) {
+        let before = tsc();
+        let now = read();
+        let after = tsc();
+        let ok = after.wrapping_sub(before) <= MAX_GAP;
+        (now, ok.then_some((before, after)))
+    }
+
+    fn start() -> Option<(u64, u64, u64)> {
+        *START.get_or_init(|| {
+            let source = std::fs::read_to_string(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            )
+            .unwrap_or_default();
+            if source.trim() != "tsc" {
+                return None;
+            }
+            (0..100).find_map(|_| match bracket(monotonic_ns) {
+                (ns, Some((before, after))) => Some((ns, before, after)),
+                _ => None,
+            })
+        })
+    }
+
+    pub(super) fn available() -> bool {
+        start().is_some() && RATE.load(Ordering::Relaxed) != OFF
+    }
+
+    /// The rate to use from now on (0 while not yet calibrated or off).
+    pub(super) fn rate() -> u64 {
+        match RATE.load(Ordering::Relaxed) {
+            OFF => 0,
+            0 => calibrate(),
+            r => r,
+        }
+    }
+
+    /// Measures the TSC's period against the clock since `START`, once at
+    /// least `CALIBRATE_NS` have passed.
+    #[cold]
+    fn calibrate() -> u64 {
+        let Some((ns0, _, after0)) = start() else {
+            return 0;
+        };
+        let (ns, Some((before, _))) = bracket(monotonic_ns) else {
+            return 0;
+        };
+        let ns = ns.saturating_sub(ns0);
+        // The ticks between the two clock reads are at least this many,
+        // so the period below is at least the true one.
+        let ticks = before.wrapping_sub(after0);
+        if ns < CALIBRATE_NS || ticks == 0 || ticks > 1 << 62 {
+            return 0;
+        }
+        // 32.32 fixed point, raised by 1/512 (and one unit, against the
+        // division rounding down).
+        let period = ((u128::from(ns) << 32) / u128::from(ticks)) as u64;
+        let rate = period + period / 512 + 1;
+        // Another loop may have calibrated meanwhile, or switched it off:
+        // keep what is there.
+        match RATE.compare_exchange(0, rate, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => rate,
+            Err(OFF) => 0,
+            Err(other) => other,
+        }
+    }
+
+    pub(super) fn switch_off() {
+        RATE.store(OFF, Ordering::Relaxed);
+    }
+
+    /// Whether the extrapolation is in use (for tests).
+    #[cfg(test)]
+    pub(super) fn calibrated() -> bool {
+        !matches!(RATE.load(Ordering::Relaxed), 0 | OFF)
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", not(miri), not(loom), not(shuttle))))]
+mod imp {
+    pub(super) fn tsc() -> u64 {
+        0
+    }
+    pub(super) fn bracket(read: impl FnOnce() -> u64) -> (u64, Option<(u64, u64)>) {
+        (read(), None)
+    }
+    pub(super) fn available() -> bool {
+        false
+    }
+    pub(super) fn rate() -> u64 {
+        0
+    }
+    pub(super) fn switch_off() {}
+    #[cfg(test)]
+    pub(super) fn calibrated() -> bool {
+        false
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::runtime::monotonic_ns;
+    use std::time::{Duration, Instant};
+
+    /// Over 60 ms (calibration, then extrapolation across many rebases)
+    /// every reading is at least the clock read just before it and at most
+    /// 10 µs after the clock read just after it.
+    #[test]
+    fn never_early_and_at_most_microseconds_late() {
+        let clock = DeadlineClock::new();
+        let start = Instant::now();
+        let mut fast = 0u64;
+        let mut readings = 0u64;
+        while start.elapsed() < Duration::from_millis(60) {
+            let before = monotonic_ns();
+            let now = clock.now(monotonic_ns);
+            let after = monotonic_ns();
+            assert!(now >= before, "{} ns early", before - now);
+            assert!(now <= after + 10_000, "{} ns late", now - after);
+            if clock.rate.get() != 0 {
+                fast += 1;
+            }
+            readings += 1;
+        }
+        if imp::available() {
+            assert!(imp::calibrated(), "not calibrated after 60 ms");
+            assert!(fast > readings / 4, "{fast} of {readings} extrapolated");
+        } else {
+            assert_eq!(fast, 0);
+        }
+    }
+}
