@@ -31,7 +31,7 @@ use crate::Looper;
 struct Event {
     name: &'static str,
     ph: char,
-    /// Microseconds since the looper's origin.
+    /// Microseconds since the clock origin the process's loopers share.
     ts: f64,
     tid: i64,
     dur: Option<f64>,

@@ -137,3 +137,24 @@ fn quit_cancels_tasks_and_run_returns() {
     let other = Looper::new().unwrap();
     assert_eq!(other.block_on(t.fallible()), None);
 }
+
+/// A task is listed for cancellation once its first poll leaves it
+/// pending (one done at its first poll never is): a task that calls
+/// `quit` in its first poll and then waits is still cancelled by that
+/// quit, and one that finished first is not counted.
+#[test]
+fn a_task_that_quits_in_its_first_poll_is_cancelled() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    let done = h.spawn(async { 5 });
+    let h2 = h.clone();
+    let quitter = h.spawn(async move {
+        h2.quit();
+        deliloop::time::sleep(Duration::from_secs(3600)).await;
+    });
+    looper.run();
+    assert_eq!(looper.stats().tasks_cancelled, 1);
+    let other = Looper::new().unwrap();
+    assert_eq!(other.block_on(done.fallible()), Some(5));
+    assert_eq!(other.block_on(quitter.fallible()), None);
+}

@@ -318,7 +318,10 @@ fn short_sleeps_never_complete_early() {
             sleep(d).await;
             let took = start.elapsed();
             assert!(took >= d, "sleep({d:?}) completed after {took:?}");
-            assert!(took < d + Duration::from_millis(100), "sleep({d:?}) took {took:?}");
+            assert!(
+                took < d + Duration::from_millis(100),
+                "sleep({d:?}) took {took:?}"
+            );
         }
     });
 }
@@ -329,7 +332,10 @@ fn short_sleeps_never_complete_early() {
 #[test]
 fn a_sleep_polled_after_its_looper_was_dropped_panics() {
     let looper = Looper::new().unwrap();
-    let s = looper.block_on(async { sleep(Duration::from_millis(1)) });
+    // Made inside the loop (a sleep needs one), returned unpolled (in a
+    // tuple: a sleep is a future, and returning one from an async block
+    // reads like a forgotten `.await`).
+    let (s,) = looper.block_on(async { (sleep(Duration::from_millis(1)),) });
     drop(looper);
     let r = std::thread::spawn(move || futures::executor::block_on(s)).join();
     let msg = r.unwrap_err();

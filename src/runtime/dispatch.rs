@@ -54,7 +54,7 @@ impl Core {
     /// run time; what is left stays due, in order, for the next call).
     pub(crate) fn dispatch_until(&self, until: Option<Instant>) -> usize {
         let over = || until.is_some_and(|u| Instant::now() >= u);
-        let start = self.now_ticks();
+        let start = self.deadline_clock.batch_start(|| self.now_ticks());
         self.clock.set(start);
         self.psi.borrow_mut().close(start);
         let mut batch = Batch::default();

@@ -152,7 +152,8 @@ impl MessageInfo {
         self.info.tag().map(Tag)
     }
 
-    /// When it is due (a front-of-queue post reports the looper's start).
+    /// When it is due (a front-of-queue post reports the clock origin the
+    /// process's loopers share, at or before the first looper's start).
     pub fn when(&self) -> Instant {
         self.origin + Duration::from_nanos(self.info.when())
     }

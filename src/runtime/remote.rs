@@ -130,7 +130,7 @@ impl Remote {
         }
     }
 
-    /// Ticks (ns since the looper's origin) of `when`; the past is 0.
+    /// Ticks (ns since the process's clock origin) of `when`; before it is 0.
     pub(crate) fn ticks_at(&self, when: Instant) -> u64 {
         nanos(when.saturating_duration_since(self.origin))
     }

@@ -77,7 +77,7 @@ fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
     }
 }
 
-/// Wraps a task's future so that, once polled on its loop, it is listed in
+/// Wraps a task's future so that, once left pending on its loop, it is listed in
 /// the loop's registry of live tasks (which quit and drop cancel), and
 /// unlisted when the future is dropped.
 ///
@@ -108,14 +108,19 @@ impl<F: Future> Future for Registered<F> {
         // SAFETY: `future` is structurally pinned (never moved out); the other
         // fields are plain data that is never pinned.
         let this = unsafe { self.get_unchecked_mut() };
-        if this.key.is_none() {
-            this.key =
-                context::with_core(this.looper, |core| core.register_task(cx.waker())).flatten();
-        }
         // SAFETY: `future` is structurally pinned: `this` came from a pinned
         // `self`, and the future is never moved out of it (only dropped in
         // place, in `Drop`).
-        unsafe { Pin::new_unchecked(&mut *this.future) }.poll(cx)
+        let poll = unsafe { Pin::new_unchecked(&mut *this.future) }.poll(cx);
+        // Listed once it is left pending: a task done at its first poll is
+        // never live when quit or drop cancels (no waker clone, no slab
+        // entry for it). A quit called during this poll cancels the tasks
+        // after the poll returns, so this one is listed by then.
+        if poll.is_pending() && this.key.is_none() {
+            this.key =
+                context::with_core(this.looper, |core| core.register_task(cx.waker())).flatten();
+        }
+        poll
     }
 }
 
