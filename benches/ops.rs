@@ -8,7 +8,8 @@
 //! dispatch is timed), `post_dispatch_traced` (with a trace recording;
 //! feature `trace`), `timer_churn` (create, register and drop a sleep in a
 //! task), `timer_fire` (n sleeps due together, joined), `spawn_local` (spawn and run a tiny task), `post_remote` (another
-//! thread posts in rounds of 256, the loop runs each round), `queue_remote`
+//! thread posts in rounds of 256, the loop runs each round), `spawn_remote`
+//! (the same with a trivial task spawned from there), `queue_remote`
 //! (the bare queue: another thread pushes in rounds, this one pops).
 
 use std::hint::black_box;
@@ -56,6 +57,34 @@ fn post_dispatch(looper: &Looper, n: u64) {
     });
 }
 
+/// Another thread runs `make(i)` for `i` in `0..n` in rounds of
+/// [`ROUND`]; the loop runs each round (until `RAN` counts it) before the
+/// next starts: steady state (node memory recycles), no spinning counted.
+fn remote_rounds(looper: &Looper, n: u64, make: impl Fn(u64) + Send + 'static) {
+    let (go_tx, go_rx) = std::sync::mpsc::sync_channel::<()>(0);
+    let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(0);
+    let producer = std::thread::spawn(move || {
+        for round in 0..n.div_ceil(ROUND) {
+            go_rx.recv().unwrap();
+            for i in round * ROUND..((round + 1) * ROUND).min(n) {
+                make(i);
+            }
+            done_tx.send(()).unwrap();
+        }
+    });
+    for round in 0..n.div_ceil(ROUND) {
+        go_tx.send(()).unwrap();
+        done_rx.recv().unwrap();
+        let until = ((round + 1) * ROUND).min(n);
+        looper.block_on(async {
+            while RAN.with(|r| r.get()) < until {
+                yield_now().await;
+            }
+        });
+    }
+    producer.join().unwrap();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().filter(|a| !a.starts_with("--")).collect();
     let op = args.get(1).map(String::as_str).unwrap_or("post_dispatch");
@@ -81,32 +110,25 @@ fn main() {
             // no spinning in the count.
             let looper = Looper::new().unwrap();
             let h = looper.handle();
-            let (go_tx, go_rx) = std::sync::mpsc::sync_channel::<()>(0);
-            let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(0);
-            let producer = std::thread::spawn(move || {
-                for round in 0..n.div_ceil(ROUND) {
-                    go_rx.recv().unwrap();
-                    for i in round * ROUND..((round + 1) * ROUND).min(n) {
-                        h.post(move || {
-                            black_box(i);
-                            RAN.with(|r| r.set(r.get() + 1));
-                        })
-                        .unwrap();
-                    }
-                    done_tx.send(()).unwrap();
-                }
+            remote_rounds(&looper, n, move |i| {
+                h.post(move || {
+                    black_box(i);
+                    RAN.with(|r| r.set(r.get() + 1));
+                })
+                .unwrap();
             });
-            for round in 0..n.div_ceil(ROUND) {
-                go_tx.send(()).unwrap();
-                done_rx.recv().unwrap();
-                let until = ((round + 1) * ROUND).min(n);
-                looper.block_on(async {
-                    while RAN.with(|r| r.get()) < until {
-                        yield_now().await;
-                    }
-                });
-            }
-            producer.join().unwrap();
+        }
+        "spawn_remote" => {
+            // As post_remote, with a trivial task spawned (row B'').
+            let looper = Looper::new().unwrap();
+            let h = looper.handle();
+            remote_rounds(&looper, n, move |i| {
+                h.spawn(async move {
+                    black_box(i);
+                    RAN.with(|r| r.set(r.get() + 1));
+                })
+                .detach();
+            });
         }
         "queue_remote" => {
             // The queue alone, in rounds of 256 as above.

@@ -70,7 +70,7 @@ pub(crate) fn with_core<R>(id: u64, f: impl FnOnce(&Core) -> R) -> Option<R> {
         // alive on this thread's stack, and the looper it belongs to outlives
         // that guard.
         let core = unsafe { &*core };
-        (core.remote.id == id).then(|| f(core))
+        (core.id == id).then(|| f(core))
     })
 }
 

@@ -36,6 +36,8 @@ pub(crate) struct Core {
     /// waiters) while the rest of the loop is still whole.
     pub(crate) io: IoDriver,
     pub(crate) remote: Arc<Remote>,
+    /// `remote.id`, here so `context::with_core` needs one load.
+    pub(crate) id: u64,
     pub(crate) queue: RefCell<DeliQueue<Entry>>,
     /// The loop's last clock reading (a batch's start, a park), in ticks.
     pub(crate) clock: Cell<u64>,
@@ -103,6 +105,7 @@ impl Core {
     ) -> Core {
         let core = Core {
             io: IoDriver::default(),
+            id: remote.id,
             remote,
             queue: RefCell::new(queue),
             local: RefCell::new(VecDeque::new()),

@@ -117,8 +117,8 @@ impl DeadlineClock {
     }
 
     /// The loop's clock read at the start of a batch. If deadlines were
-    /// asked for since the last one, it is also taken as the base (one TSC
-    /// read more), so a loop that makes a sleep or two per batch
+    /// asked for since the last one, it is also taken as the base
+    /// (one TSC read more), so a loop that makes a sleep or two per batch
     /// extrapolates from its batch's clock instead of reading the clock
     /// again.
     #[inline]
