@@ -7,11 +7,13 @@
 //! thread and yield so the loop dispatches it), `post_dispatch_observed` (the same with an observer set, so every
 //! dispatch is timed), `post_dispatch_traced` (with a trace recording;
 //! feature `trace`), `timer_churn` (create, register and drop a sleep in a
-//! task), `timer_fire` (n sleeps due together, joined), `spawn_local` (spawn and run a tiny task), `post_remote` (another
+//! task; `timer_churn_noop` the same with a no-op waker, as row E1;
+//! `sleep_only` creates and drops one unregistered), `timer_fire` (n sleeps due together, joined), `spawn_local` (spawn and run a tiny task), `post_remote` (another
 //! thread posts in rounds of 256, the loop runs each round), `spawn_remote`
 //! (the same with a trivial task spawned from there), `queue_remote`
 //! (the bare queue: another thread pushes in rounds, this one pops).
 
+use std::future::Future;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -175,6 +177,31 @@ fn main() {
                     // Register it (first poll), then drop it.
                     let _ = futures::poll!(&mut s);
                     drop(s);
+                }
+            });
+        }
+        "timer_churn_noop" => {
+            // Row E1's shape: a no-op waker (no waker RMWs), so what is
+            // timed is the sleep's own create, register and drop.
+            let looper = Looper::new().unwrap();
+            looper.block_on(async {
+                let waker = futures::task::noop_waker();
+                let mut cx = std::task::Context::from_waker(&waker);
+                for i in 0..n {
+                    let mut s = deliloop::time::sleep(Duration::from_millis(1000 + i % 1000));
+                    let _ = std::pin::Pin::new(&mut s).poll(&mut cx);
+                    drop(s);
+                }
+            });
+        }
+        "sleep_only" => {
+            // Create and drop a sleep without registering it.
+            let looper = Looper::new().unwrap();
+            looper.block_on(async {
+                for i in 0..n {
+                    drop(black_box(deliloop::time::sleep(Duration::from_millis(
+                        1000 + i % 1000,
+                    ))));
                 }
             });
         }
