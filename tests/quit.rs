@@ -158,3 +158,26 @@ fn a_task_that_quits_in_its_first_poll_is_cancelled() {
     assert_eq!(other.block_on(done.fallible()), Some(5));
     assert_eq!(other.block_on(quitter.fallible()), None);
 }
+
+/// After quit has dropped what was pending, `Handle::backlog` reads 0,
+/// with watermarks and without: quit's drops are published like a batch's.
+#[test]
+fn backlog_reads_zero_after_quit() {
+    for builder in [
+        Looper::builder(),
+        Looper::builder().backlog_watermarks(2, 100),
+    ] {
+        let looper = builder.build().unwrap();
+        let h = looper.handle();
+        for _ in 0..5 {
+            h.post_delayed(Duration::from_secs(3600), || {}).unwrap();
+        }
+        // One turn sweeps them, so the loop has counted and published 5.
+        looper.dispatch_ready();
+        assert_eq!(h.backlog(), 5);
+        h.quit();
+        looper.run();
+        assert_eq!(looper.stats().messages_dropped, 5);
+        assert_eq!(h.backlog(), 0, "backlog after quit");
+    }
+}

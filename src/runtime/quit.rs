@@ -63,6 +63,9 @@ impl Core {
             let _ = catch_unwind(AssertUnwindSafe(|| drop(w)));
         }
         self.cancel_tasks();
+        // Publish what quit consumed (run or dropped), so `Handle::backlog`
+        // and the watermarks read 0 after quit, not the last batch's count.
+        self.after_batch();
         true
     }
 
