@@ -181,3 +181,39 @@ fn backlog_reads_zero_after_quit() {
         assert_eq!(h.backlog(), 0, "backlog after quit");
     }
 }
+
+/// A task spawned after quit has cancelled every task is cancelled too,
+/// whoever spawns it: inside the `block_on` that quit (on the loop
+/// thread, after quit settled), or with `Looper::spawn_local` outside a
+/// run. Awaiting either gives `None` from `fallible()` instead of hanging.
+#[test]
+fn a_task_spawned_after_quit_is_cancelled_not_stranded() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let looper = Looper::new().unwrap();
+        let h = looper.handle();
+        let inside = looper.block_on(async move {
+            h.quit();
+            // Let the loop settle quit (it cancels every task), then spawn.
+            let mut yielded = false;
+            std::future::poll_fn(|cx| {
+                if yielded {
+                    return std::task::Poll::Ready(());
+                }
+                yielded = true;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            })
+            .await;
+            deliloop::spawn_local(async { 1 }).fallible().await
+        });
+        let outside = looper.spawn_local(async { 2 });
+        let other = Looper::new().unwrap();
+        let outside = other.block_on(outside.fallible());
+        tx.send((inside, outside)).unwrap();
+    });
+    let got = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("a task spawned after quit was stranded: its awaiter hung");
+    assert_eq!(got, (None, None));
+}

@@ -3,6 +3,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -51,6 +52,8 @@ pub(crate) struct Core {
     /// Wakers of the live tasks, so quit and drop can cancel them.
     pub(crate) active: RefCell<Slab<Waker>>,
     pub(crate) active_closed: Cell<bool>,
+    /// Quit's task cancellation is over: later schedules are cancelled.
+    pub(crate) cancelled_all: Cell<bool>,
     pub(crate) parker: RefCell<Parker>,
     pub(crate) spin: Duration,
     /// Ticks to wake before a deadline and spin (`Builder::wake_early`).
@@ -114,6 +117,7 @@ impl Core {
             deadline_clock: DeadlineClock::new(),
             active: RefCell::new(Slab::new()),
             active_closed: Cell::new(false),
+            cancelled_all: Cell::new(false),
             parker: RefCell::new(parker),
             spin: cfg.spin,
             early: u64::try_from(cfg.early.as_nanos()).unwrap_or(u64::MAX),
@@ -150,6 +154,16 @@ impl Core {
 
     /// Pushes a same-thread wake onto the local lane.
     pub(crate) fn schedule_local(&self, runnable: Option<Runnable>) {
+        if self.cancelled_all.get() {
+            // Quit has cancelled every task: one spawned or woken since is
+            // cancelled too (nothing would run it), so whoever awaits it
+            // sees the cancellation instead of waiting forever.
+            if let Some(r) = runnable {
+                Counters::bump(&self.counters.tasks_cancelled);
+                let _ = catch_unwind(AssertUnwindSafe(|| drop(r)));
+            }
+            return;
+        }
         self.local.borrow_mut().extend(runnable);
     }
 

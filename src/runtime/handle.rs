@@ -354,6 +354,11 @@ impl Handle {
     /// after it returns, not even entries already due in the same turn
     /// (Android: "terminate without processing any more messages"). Called
     /// from another thread, the loop stops at the end of its current turn.
+    /// A task spawned or woken once quit has cancelled the tasks is
+    /// cancelled at once: awaiting it sees the cancellation, it never hangs
+    /// (`tests/quit.rs`, `a_task_spawned_after_quit_is_cancelled_not_stranded`;
+    /// a `!Send` task woken after quit on a thread other than its loop's
+    /// is leaked, never polled, since it cannot be dropped there).
     ///
     /// ```
     /// use std::sync::atomic::{AtomicUsize, Ordering};

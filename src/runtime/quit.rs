@@ -106,5 +106,6 @@ impl Core {
                 self.drop_entry(p.item, message);
             }
         }
+        self.cancelled_all.set(true);
     }
 }

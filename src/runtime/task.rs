@@ -65,8 +65,8 @@ fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
         let Entry::Task(runnable) = closed.into_inner() else {
             unreachable!()
         };
-        if local {
-            // The looper is gone and this is not its thread: a `!Send`
+        if local && std::thread::current().id() != remote.owner {
+            // The looper has quit and this is not its thread: a `!Send`
             // future cannot be dropped here. It is leaked (never polled
             // again), which is safe.
             std::mem::forget(runnable);
