@@ -27,6 +27,10 @@ mod reactor;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use reactor::source as __loom_source;
+/// The flood-control waiter fence pair, for the loom model only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use runtime::flood::loom_model as __loom_flood;
 mod runtime;
 pub mod stats;
 pub(crate) mod sync;

@@ -68,8 +68,8 @@ pub(crate) use std::sync::atomic::Ordering;
 /// thread shuttle runs every task on). Loom's models do not reach them.
 pub(crate) mod lock {
     #[cfg(not(shuttle))]
-    pub(crate) use std::sync::{Mutex, TryLockError};
+    pub(crate) use std::sync::{Mutex, MutexGuard, TryLockError};
 
     #[cfg(shuttle)]
-    pub(crate) use shuttle::sync::{Mutex, TryLockError};
+    pub(crate) use shuttle::sync::{Mutex, MutexGuard, TryLockError};
 }

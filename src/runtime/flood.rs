@@ -35,7 +35,9 @@
 //! embedded loop arms the host's fd for at most [`RETRY`]
 //! (`Core::host_prepare`). A producer that queues up nudges a sleeping
 //! loop, and the loop reads `waiting` again after announcing its sleep
-//! (an SC fence on each side), so one of the two sees the other.
+//! (an SC fence on each side), so one of the two sees the other
+//! (`tests/loom_flood.rs` models the pair; it fails with either fence
+//! removed).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -48,7 +50,7 @@ use std::time::Duration;
 use super::handle::Handle;
 use super::message::{MessageId, Tag, When};
 use crate::error::PostError;
-use crate::sync::lock::{Mutex, TryLockError};
+use crate::sync::lock::{Mutex, MutexGuard, TryLockError};
 use crate::sync::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::util::CachePadded;
 
@@ -203,6 +205,19 @@ impl Flood {
         self.waiting.load(Ordering::Acquire)
     }
 
+    /// A producer joins the waiters (under their lock, which this
+    /// releases), then fences: the caller nudges the loop next. The fence
+    /// pairs with `waiting_after_sleep`'s: either the loop sees this waiter
+    /// after announcing its sleep, or the nudge sees the loop asleep
+    /// (`tests/loom_flood.rs`).
+    fn queue_up(&self, mut list: MutexGuard<'_, VecDeque<Arc<Slot>>>, slot: Arc<Slot>) {
+        list.push_back(slot);
+        self.waiting.store(list.len(), Ordering::Release);
+        self.waited.fetch_add(1, Ordering::Relaxed);
+        drop(list);
+        fence(Ordering::SeqCst);
+    }
+
     /// The loop, after announcing a sleep: whether a producer queued up
     /// for room meanwhile (then it must not sleep longer than `RETRY`; see
     /// `PostAsync::poll`).
@@ -279,7 +294,7 @@ impl<F: FnOnce() + Send + 'static> Future for PostAsync<F> {
         if flood.waiting() == 0 && flood.try_reserve() {
             return self.post(true);
         }
-        let mut list = flood.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        let list = flood.waiters.lock().unwrap_or_else(|p| p.into_inner());
         if flood.closed.load(Ordering::Acquire) || self.handle.is_quit() {
             drop(list);
             return Poll::Ready(Err(PostError::Quit(self.f.take().expect("once"))));
@@ -292,17 +307,10 @@ impl<F: FnOnce() + Send + 'static> Future for PostAsync<F> {
             state: AtomicU8::new(WAITING),
             waker: Mutex::new(Some(cx.waker().clone())),
         });
-        list.push_back(slot.clone());
-        flood.waiting.store(list.len(), Ordering::Release);
-        flood.waited.fetch_add(1, Ordering::Relaxed);
-        drop(list);
+        flood.queue_up(list, slot.clone());
         self.slot = Some(slot);
         // Room made by a cancel or a removal wakes no one: nudge a sleeping
-        // loop, so that it parks at most `RETRY` while producers wait. The
-        // fence pairs with `waiting_after_sleep`'s: either the loop sees
-        // this waiter after announcing its sleep, or this nudge sees it
-        // asleep.
-        fence(Ordering::SeqCst);
+        // loop, so that it parks at most `RETRY` while producers wait.
         if self.handle.remote.producer.nudge().wake {
             self.handle.remote.wake_loop();
         }
@@ -374,6 +382,39 @@ impl Handle {
         match &self.remote.flood {
             Some(f) => f.backlog(),
             None => self.remote.backlog.load(Ordering::Relaxed) as usize,
+        }
+    }
+}
+
+/// The waiter-count and nudge fence pair, for the loom model only
+/// (`tests/loom_flood.rs`): the producer's side is `Flood::queue_up`, the
+/// one `PostAsync` uses; the loop's is `Flood::waiting_after_sleep`.
+#[cfg(loom)]
+pub mod loom_model {
+    use super::*;
+
+    /// A `Flood` and the two calls the model races.
+    pub struct FloodModel(Flood);
+
+    impl FloodModel {
+        /// Watermarks `low`, `high`.
+        pub fn new(low: usize, high: usize) -> FloodModel {
+            FloodModel(Flood::new(low, high))
+        }
+
+        /// A producer queues up as a waiter (then the model nudges).
+        pub fn queue_up(&self) {
+            let list = self.0.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            let slot = Arc::new(Slot {
+                state: AtomicU8::new(WAITING),
+                waker: Mutex::new(None),
+            });
+            self.0.queue_up(list, slot);
+        }
+
+        /// The loop, after announcing its sleep.
+        pub fn waiting_after_sleep(&self) -> bool {
+            self.0.waiting_after_sleep()
         }
     }
 }

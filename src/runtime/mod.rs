@@ -44,6 +44,8 @@ pub use handle::Handle;
 pub use idle::{IdleId, Printer};
 pub use looper::Looper;
 pub use message::{MessageBuilder, MessageId, MessageInfo, Tag};
+// Used by the deadline clock where it reads the TSC, and by its tests.
+#[allow(unused_imports)]
 pub(crate) use remote::monotonic_ns;
 pub use task::Task;
 pub use turn::Turn;
