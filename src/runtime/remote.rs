@@ -6,7 +6,6 @@ use std::sync::atomic::AtomicU64 as StdAtomicU64;
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::flood::Flood;
@@ -33,20 +32,21 @@ fn origin() -> (Instant, u64) {
 /// used off its loop's thread (`Sleep` holds no reference to its loop).
 /// A plain lock: it is taken when a looper is made or dropped and when a
 /// sleep is first polled, or dropped after registering, on another thread.
-static REGISTRY: Mutex<Option<HashMap<u64, Weak<Remote>>>> = Mutex::new(None);
+/// A vector searched linearly: a process has few loopers, and its buffer
+/// (freed when the last looper goes) is plainly reachable, where a hash
+/// table's interior pointer reads as a possible leak to leak checkers.
+static REGISTRY: Mutex<Vec<(u64, Weak<Remote>)>> = Mutex::new(Vec::new());
 
 /// The remote side of the looper `id`, if it still exists.
 pub(crate) fn find(id: u64) -> Option<Arc<Remote>> {
     let registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    registry.as_ref()?.get(&id)?.upgrade()
+    registry.iter().find(|(i, _)| *i == id)?.1.upgrade()
 }
 
 /// Lists `remote` in the registry (`Builder::build`).
 pub(crate) fn register(remote: &Arc<Remote>) {
     let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    registry
-        .get_or_insert_with(HashMap::new)
-        .insert(remote.id, Arc::downgrade(remote));
+    registry.push((remote.id, Arc::downgrade(remote)));
 }
 
 /// The clock now, in ticks (as [`Remote::now_ticks`], for any looper).
@@ -211,8 +211,12 @@ impl Remote {
 impl Drop for Remote {
     fn drop(&mut self) {
         let mut registry = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(map) = registry.as_mut() {
-            map.remove(&self.id);
+        if let Some(i) = registry.iter().position(|(id, _)| *id == self.id) {
+            registry.swap_remove(i);
+        }
+        if registry.is_empty() {
+            // Free the buffer: no looper is left to find.
+            *registry = Vec::new();
         }
     }
 }

@@ -34,7 +34,8 @@
 //!   as much as the clock read it replaces.
 //!
 //! So the figure is never earlier than the clock, and later by at most a
-//! quarter of `WINDOW_NS` plus `SLACK` (about 9 µs): a sleep made on the
+//! fifth of `WINDOW_NS` (the window is counted in raised ns), plus `SLACK`,
+//! plus a bracket's gap (`MAX_GAP` ticks): about 9 µs. A sleep made on the
 //! loop thread fires that much later at most, less than the loop's own
 //! wake-up latency. A deadline is the only use: whether a timer is *due*
 //! is always judged against real clock readings.
@@ -48,7 +49,7 @@
 //! clock as well.)
 //!
 //! Only the loop thread uses a `DeadlineClock` (its fields are `Cell`s).
-//! The calibration is shared through two process-wide statics, read with
+//! The calibration is shared through process-wide statics, read with
 //! `Relaxed` (a stale value only delays the switch to the fast path or
 //! off it); they are plain `std` atomics, not part of any protocol the
 //! models check. Elsewhere (other architectures, Miri, loom, shuttle,
