@@ -60,9 +60,10 @@ fn post_dispatch(looper: &Looper, n: u64) {
 }
 
 /// Another thread runs `make(i)` for `i` in `0..n` in rounds of
-/// [`ROUND`]; the loop runs each round (until `RAN` counts it) before the
-/// next starts: steady state (node memory recycles), no spinning counted.
-fn remote_rounds(looper: &Looper, n: u64, make: impl Fn(u64) + Send + 'static) {
+/// [`ROUND`]; `consume(until)` takes each round (until `until` items in
+/// all) before the next starts: steady state (node memory recycles), no
+/// spinning counted.
+fn rounds(n: u64, make: impl Fn(u64) + Send + 'static, mut consume: impl FnMut(u64)) {
     let (go_tx, go_rx) = std::sync::mpsc::sync_channel::<()>(0);
     let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(0);
     let producer = std::thread::spawn(move || {
@@ -77,14 +78,21 @@ fn remote_rounds(looper: &Looper, n: u64, make: impl Fn(u64) + Send + 'static) {
     for round in 0..n.div_ceil(ROUND) {
         go_tx.send(()).unwrap();
         done_rx.recv().unwrap();
-        let until = ((round + 1) * ROUND).min(n);
+        consume(((round + 1) * ROUND).min(n));
+    }
+    producer.join().unwrap();
+}
+
+/// [`rounds`] with the looper as consumer: it runs each round until `RAN`
+/// counts it.
+fn remote_rounds(looper: &Looper, n: u64, make: impl Fn(u64) + Send + 'static) {
+    rounds(n, make, |until| {
         looper.block_on(async {
             while RAN.with(|r| r.get()) < until {
                 yield_now().await;
             }
-        });
-    }
-    producer.join().unwrap();
+        })
+    });
 }
 
 fn main() {
@@ -136,30 +144,21 @@ fn main() {
             // The queue alone, in rounds of 256 as above.
             let mut q = deliloop::queue::DeliQueue::new();
             let p = q.producer();
-            let (go_tx, go_rx) = std::sync::mpsc::sync_channel::<()>(0);
-            let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(0);
-            let producer = std::thread::spawn(move || {
-                for round in 0..n.div_ceil(ROUND) {
-                    go_rx.recv().unwrap();
-                    for i in round * ROUND..((round + 1) * ROUND).min(n) {
-                        let _ = p.push(i, 0).unwrap();
-                    }
-                    done_tx.send(()).unwrap();
-                }
-            });
             let mut got = 0;
-            for round in 0..n.div_ceil(ROUND) {
-                go_tx.send(()).unwrap();
-                done_rx.recv().unwrap();
-                let until = ((round + 1) * ROUND).min(n);
-                while got < until {
-                    q.maintain();
-                    while q.pop_swept(0).is_some() {
-                        got += 1;
+            rounds(
+                n,
+                move |i| {
+                    let _ = p.push(i, 0).unwrap();
+                },
+                |until| {
+                    while got < until {
+                        q.maintain();
+                        while q.pop_swept(0).is_some() {
+                            got += 1;
+                        }
                     }
-                }
-            }
-            producer.join().unwrap();
+                },
+            );
         }
         "timer_fire" => {
             // Row E4's shape: n sleeps due together, awaited by one join.

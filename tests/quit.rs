@@ -195,16 +195,7 @@ fn a_task_spawned_after_quit_is_cancelled_not_stranded() {
         let inside = looper.block_on(async move {
             h.quit();
             // Let the loop settle quit (it cancels every task), then spawn.
-            let mut yielded = false;
-            std::future::poll_fn(|cx| {
-                if yielded {
-                    return std::task::Poll::Ready(());
-                }
-                yielded = true;
-                cx.waker().wake_by_ref();
-                std::task::Poll::Pending
-            })
-            .await;
+            common::yield_once().await;
             deliloop::spawn_local(async { 1 }).fallible().await
         });
         let outside = looper.spawn_local(async { 2 });

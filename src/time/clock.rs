@@ -177,8 +177,10 @@ impl DeadlineClock {
     }
 
     fn set_rate(&self) {
-        self.rate.set(imp::rate());
-        if !imp::available() {
+        let rate = imp::rate();
+        self.rate.set(rate);
+        // No rate: not calibrated yet, or switched off (then for good).
+        if rate == 0 && !imp::available() {
             self.enabled.set(false);
         }
     }

@@ -15,6 +15,21 @@ impl Drop for Counted {
     }
 }
 
+/// Yields to the loop once: wakes itself and returns pending, so the loop
+/// runs what else is ready before polling it again.
+pub async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            return std::task::Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    })
+    .await
+}
+
 /// Whether the tests run under valgrind (`scripts/valgrind.sh` sets
 /// `DELILOOP_VALGRIND=1`): valgrind runs one thread at a time, about 50
 /// times slower, so the heaviest loops shrink and timing bounds widen.
