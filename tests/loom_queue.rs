@@ -324,12 +324,14 @@ fn cancel_vs_compaction() {
 }
 
 /// Node memory recycled through the consumer's magazine and the
-/// `returned` stack to a producer on another thread: every field of a
-/// recycled node is a loom cell, so an access of the node's old life that
-/// is not ordered before its new one fails the model. Items arrive once.
+/// `returned` stack to a producer on another thread, and the emptied
+/// handovers back through `spare` to the consumer: every field of a
+/// recycled node and of a handover is a loom cell, so an access of the
+/// old life that is not ordered before the new one fails the model. Items
+/// arrive once.
 #[test]
 fn node_recycling_across_threads() {
-    use deliloop::queue::probe::{RECYCLED, RETURNED_TAKEN};
+    use deliloop::queue::probe::{RECYCLED, RETURNED_TAKEN, SPARE_TAKEN};
     loom::model(|| {
         let mut q = DeliQueue::new();
         let p = q.producer();
@@ -351,11 +353,16 @@ fn node_recycling_across_threads() {
         let _ = p.push(20, 0).unwrap();
         producer.join().unwrap();
         got.extend(std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)));
+        // Those nodes too are recycled: past the magazine they need empty
+        // handovers, which the producer may have pushed on `spare`.
+        q.maintain();
+        q.maintain();
         got.sort();
         assert_eq!(got, [0, 1, 2, 3, 4, 10, 11, 20]);
     });
     reached(&RECYCLED, "a recycled node");
     reached(&RETURNED_TAKEN, "a producer taking the returned stack");
+    reached(&SPARE_TAKEN, "the consumer taking emptied handovers");
 }
 
 /// The consumer announces a sleep while another thread closes the queue:

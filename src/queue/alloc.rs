@@ -11,29 +11,47 @@
 //!   consumer, once it is retired, has no tickets, and its grace period has
 //!   passed (`gate.rs`). Nobody else can reach its memory then.
 //! * The consumer puts the memory in its own thread's *magazine* first (it
-//!   allocates too: timers, its own posts), then on the queue's `returned`
-//!   stack. Only the consumer pushes on `returned`; producers take the whole
-//!   stack with one `swap(null)`, so no thread ever reads the link of a
-//!   node another thread may be taking: no ABA.
-//! * A producer allocates from its thread's magazine, refills it from
-//!   `returned`, and falls back to the global allocator.
+//!   allocates too: timers, its own posts), then in a *handover*: an array
+//!   of up to [`HANDOVER`] block addresses that it alone fills. A full one
+//!   goes on the queue's `returned` stack with one CAS (one per
+//!   [`HANDOVER`] blocks, not one per block); so does a partly filled one
+//!   before the consumer sleeps ([`Pool::flush`]), so the producers of an
+//!   idle loop reuse its memory.
+//! * A producer allocates from its thread's magazine and refills it from
+//!   `returned`, taking the whole stack with one `swap(null)`: it copies
+//!   the handovers' addresses (the dead nodes are not read until each is
+//!   reused, so a refill costs no cache miss per node) and pushes the
+//!   emptied handovers, still linked, on the `spare` stack with one CAS.
+//!   Else it falls back to the global allocator.
+//! * The consumer takes the whole `spare` stack with one `swap(null)` when
+//!   it needs an empty handover and has none left: handovers circulate
+//!   between the two stacks and are allocated only while their number
+//!   grows (a handover allocated on one thread and freed on another would
+//!   cost a cross-thread free per [`HANDOVER`] blocks).
+//! * Both stacks are pushed by CAS and emptied whole by swap, never popped
+//!   one entry at a time, so no thread ever reads the link of an entry
+//!   another thread may be taking: no ABA. `returned` has one pusher (the
+//!   consumer) and many takers (producers); `spare` many pushers and one
+//!   taker.
 //! * Magazines are per thread and per node layout (memory is memory: a
 //!   node that served one queue may serve another of the same layout), are
 //!   bounded by [`MAGAZINE_MAX`], and are freed when their thread exits.
-//!   `returned` is bounded by [`RETURNED_MAX`]; past either bound, memory
-//!   goes back to the allocator.
-//! * The `returned` link lives in the dead node's `free_next` cell (the
-//!   caller passes how to read and write it), so under loom every access to
-//!   a recycled node, its link included, goes through loom's cells and is
-//!   checked against the node's previous life. Under loom memory is never
-//!   given back to the allocator and magazines hold at most two blocks, so
-//!   the models reach the `returned` path.
+//!   `returned` holds at most [`RETURNED_MAX`] blocks pushed since the
+//!   consumer last saw it empty; past either bound, memory goes back to the
+//!   allocator.
+//! * A handover's contents are in a [`crate::sync`] cell, and a recycled
+//!   node is brought back to life through its cells (`node.rs`), so under
+//!   loom every access is checked against its previous life, with a push
+//!   and a swap the only edge between the two. Under loom memory is never
+//!   given back to the allocator, magazines hold at most two blocks and
+//!   handovers one, so the models reach both stacks.
 
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::cell::RefCell;
 use std::ptr::{self, NonNull};
 
-use crate::sync::{AtomicPtr, Ordering};
+use crate::sync::{AtomicPtr, Ordering, UnsafeCell};
+use crate::util::CachePadded;
 
 /// Node blocks one thread keeps per layout. As large as `returned` may
 /// grow, so a producer that refills an empty magazine from it keeps every
@@ -48,10 +66,69 @@ pub(crate) const MAGAZINE_MAX: usize = if cfg!(loom) {
 /// Node blocks the `returned` stack may hold.
 pub(crate) const RETURNED_MAX: usize = MAGAZINE_MAX;
 
-/// Reads the `returned` link of a dead block (the caller owns it).
-pub(crate) type ReadLink = fn(NonNull<u8>) -> *mut u8;
-/// Writes the `returned` link of a dead block (the caller owns it).
-pub(crate) type WriteLink = fn(NonNull<u8>, *mut u8);
+/// Dead blocks per handover: the consumer pushes on `returned` once per
+/// this many.
+pub(crate) const HANDOVER: usize = if cfg!(loom) {
+    1
+} else if cfg!(miri) {
+    4
+} else {
+    64
+};
+
+/// Addresses of dead blocks, handed from the consumer to producers in one
+/// push on `returned`, and back empty on `spare`. Owned by whichever
+/// thread filled it (the consumer), took it from a stack with a swap, or
+/// holds it in a private list; never by two at once.
+pub(crate) struct Handover {
+    body: UnsafeCell<HandoverBody>,
+}
+
+struct HandoverBody {
+    /// The next (older) handover on its stack or list.
+    next: *mut Handover,
+    len: usize,
+    blocks: [*mut u8; HANDOVER],
+}
+
+impl Handover {
+    fn new() -> *mut Handover {
+        Box::into_raw(Box::new(Handover {
+            body: UnsafeCell::new(HandoverBody {
+                next: ptr::null_mut(),
+                len: 0,
+                blocks: [ptr::null_mut(); HANDOVER],
+            }),
+        }))
+    }
+}
+
+/// The consumer's side of the pool: the handover it is filling, its
+/// private list of empty ones, and its count of blocks pushed on
+/// `returned` since it last saw the stack empty.
+pub(crate) struct Filling {
+    handover: *mut Handover,
+    spares: *mut Handover,
+    pushed: usize,
+}
+
+impl Default for Filling {
+    fn default() -> Self {
+        Filling {
+            handover: ptr::null_mut(),
+            spares: ptr::null_mut(),
+            pushed: 0,
+        }
+    }
+}
+
+/// A queue's recycling stacks (see the module docs), each on a line of its
+/// own: producers swap `returned` and CAS `spare`, the consumer the
+/// reverse.
+pub(crate) struct Pool {
+    returned: CachePadded<AtomicPtr<Handover>>,
+    spare: CachePadded<AtomicPtr<Handover>>,
+}
 
 /// This thread's magazines, one per layout, and which one was used last
 /// (a thread nearly always allocates one node type: the lookup is then one
@@ -116,106 +193,262 @@ fn with_magazine<R>(layout: Layout, f: impl FnOnce(&mut Vec<NonNull<u8>>) -> R) 
         .flatten()
 }
 
-/// Memory for one node of `layout`: from this thread's magazine, else the
-/// `returned` stack, else the allocator. The flag says whether the block
-/// was recycled (it held a dead node).
-pub(crate) fn allocate(
-    layout: Layout,
-    returned: &AtomicPtr<u8>,
-    read_link: ReadLink,
-) -> (NonNull<u8>, bool) {
-    if let Some(Some(b)) = with_magazine(layout, |m| m.pop()) {
-        super::probe_hit!(RECYCLED);
-        return (b, true);
-    }
-    if !returned.load(Ordering::Relaxed).is_null() {
-        let chain = returned.swap(ptr::null_mut(), Ordering::Acquire);
-        if let Some(first) = NonNull::new(chain) {
-            super::probe_hit!(RETURNED_TAKEN);
-            super::probe_hit!(RECYCLED);
-            // The chain was handed over whole by the swap; its links were
-            // written before the consumer's Release push. It goes into the
-            // magazine in one visit (whatever does not fit goes back).
-            let mut rest = read_link(first);
-            let _ = with_magazine(layout, |m| {
-                while let Some(b) = NonNull::new(rest) {
-                    if m.len() >= MAGAZINE_MAX {
-                        break;
-                    }
-                    rest = read_link(b);
-                    m.push(b);
-                }
-            });
-            while let Some(b) = NonNull::new(rest) {
-                rest = read_link(b);
-                give_back(b, layout);
-            }
-            return (first, true);
-        }
-    }
-    // SAFETY: node layouts have a non-zero size.
-    let p = unsafe { alloc(layout) };
-    (
-        NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout)),
-        false,
-    )
-}
-
-/// Gives back a block of `layout` that nobody can reach any more: to this
-/// thread's magazine, else (from the consumer, with `returned_len` its
-/// count of blocks it pushed since it last saw the stack empty) onto
-/// `returned`, else to the allocator.
+/// Calls `put` with every block of a chain of handovers, oldest handover
+/// last, and returns the chain's last handover (null for an empty chain).
 ///
 /// # Safety
-/// `block` was allocated with `layout`, is dead (no thread can reach it),
-/// and the caller owns it. Only the consumer may pass `returned`.
-pub(crate) unsafe fn recycle(
-    layout: Layout,
-    block: NonNull<u8>,
-    returned: Option<(&AtomicPtr<u8>, &mut usize)>,
-    write_link: WriteLink,
-) {
-    if with_magazine(layout, |m| {
-        (m.len() < MAGAZINE_MAX).then(|| m.push(block)).is_some()
-    }) == Some(true)
-    {
-        return;
+/// The caller owns the chain (it took it with a swap, or nobody else can
+/// reach it); each handover was filled before the Release push that the
+/// swap acquired.
+unsafe fn each_block(mut h: *mut Handover, mut put: impl FnMut(NonNull<u8>)) -> *mut Handover {
+    let mut last = ptr::null_mut();
+    while !h.is_null() {
+        last = h;
+        // SAFETY: the caller's own handover (see the contract).
+        h = unsafe {
+            (*h).body.with(|b| {
+                let b = &*b;
+                for &block in &b.blocks[..b.len] {
+                    // Handovers hold non-null blocks only.
+                    put(NonNull::new_unchecked(block));
+                }
+                b.next
+            })
+        };
     }
-    if let Some((stack, len)) = returned {
-        let mut head = stack.load(Ordering::Relaxed);
-        if head.is_null() {
-            *len = 0;
+    last
+}
+
+/// Frees a chain of handovers, not the blocks they list.
+///
+/// # Safety
+/// The caller owns the chain, made by `Handover::new`.
+unsafe fn free_handovers(mut h: *mut Handover) {
+    while !h.is_null() {
+        // SAFETY: the caller's own handover (see the contract).
+        let owned = unsafe { Box::from_raw(h) };
+        h = owned.body.with(|b| {
+            // SAFETY: as above.
+            unsafe { (*b).next }
+        });
+    }
+}
+
+impl Pool {
+    pub(crate) fn new() -> Pool {
+        Pool {
+            returned: CachePadded(AtomicPtr::new(ptr::null_mut())),
+            spare: CachePadded(AtomicPtr::new(ptr::null_mut())),
         }
-        if *len < RETURNED_MAX {
+    }
+
+    /// Memory for one node of `layout`: from this thread's magazine, else
+    /// the `returned` stack, else the allocator. The flag says whether the
+    /// block was recycled (it held a dead node).
+    pub(crate) fn allocate(&self, layout: Layout) -> (NonNull<u8>, bool) {
+        if let Some(Some(b)) = with_magazine(layout, |m| m.pop()) {
+            super::probe_hit!(RECYCLED);
+            return (b, true);
+        }
+        if !self.returned.load(Ordering::Relaxed).is_null() {
+            let chain = self.returned.swap(ptr::null_mut(), Ordering::Acquire);
+            if !chain.is_null() {
+                super::probe_hit!(RETURNED_TAKEN);
+                if let Some(b) = self.refill(layout, chain) {
+                    super::probe_hit!(RECYCLED);
+                    return (b, true);
+                }
+            }
+        }
+        // SAFETY: node layouts have a non-zero size.
+        let p = unsafe { alloc(layout) };
+        (
+            NonNull::new(p).unwrap_or_else(|| handle_alloc_error(layout)),
+            false,
+        )
+    }
+
+    /// Takes the blocks of a chain this thread swapped off `returned`: the
+    /// first for the caller, the rest into the magazine (what does not fit
+    /// goes back to the allocator); the emptied handovers go on `spare`.
+    fn refill(&self, layout: Layout, chain: *mut Handover) -> Option<NonNull<u8>> {
+        let mut first = None;
+        let mut take = |b: NonNull<u8>, m: Option<&mut Vec<NonNull<u8>>>| {
+            if first.is_none() {
+                first = Some(b);
+            } else if let Some(m) = m.filter(|m| m.len() < MAGAZINE_MAX) {
+                m.push(b);
+            } else {
+                give_back(b, layout);
+            }
+        };
+        let mut todo = Some(chain);
+        let mut last = with_magazine(layout, |m| {
+            // SAFETY: the swap made this thread the owner of the chain, and
+            // acquired the consumer's Release push of each handover.
+            unsafe { each_block(todo.take().unwrap_or(ptr::null_mut()), |b| take(b, Some(m))) }
+        });
+        if let Some(chain) = todo {
+            // No magazine (this thread's is being torn down).
+            // SAFETY: as above.
+            last = Some(unsafe { each_block(chain, |b| take(b, None)) });
+        }
+        if let Some(last) = last.filter(|l| !l.is_null()) {
+            // The emptied chain, still linked, goes on `spare` whole.
+            let mut top = self.spare.load(Ordering::Relaxed);
             loop {
-                // The caller owns the dead block; its link cell takes the head.
-                write_link(block, head);
-                match stack.compare_exchange_weak(
-                    head,
-                    block.as_ptr(),
+                // SAFETY: this thread owns the chain until the CAS succeeds.
+                unsafe { (*last).body.with_mut(|b| (*b).next = top) };
+                match self.spare.compare_exchange_weak(
+                    top,
+                    chain,
                     Ordering::Release,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => {
-                        *len += 1;
-                        return;
-                    }
-                    Err(actual) => head = actual,
+                    Ok(_) => break,
+                    Err(actual) => top = actual,
                 }
             }
         }
+        first
     }
-    give_back(block, layout);
-}
 
-/// Frees every block on a `returned` stack (when its queue goes away).
-///
-/// # Safety
-/// No other thread can use the stack any more.
-pub(crate) unsafe fn free_returned(layout: Layout, returned: &AtomicPtr<u8>, read_link: ReadLink) {
-    let mut p = returned.swap(ptr::null_mut(), Ordering::Acquire);
-    while let Some(b) = NonNull::new(p) {
-        p = read_link(b);
-        give_back(b, layout);
+    /// Gives back a block of `layout` that nobody can reach any more: to
+    /// this thread's magazine, else into the handover the consumer is
+    /// filling, pushed on `returned` when full.
+    ///
+    /// # Safety
+    /// Only the consumer calls it, with its own [`Filling`]; `block` was
+    /// allocated with `layout` (as every block it recycles here), is dead
+    /// (no thread can reach it), and the caller owns it.
+    pub(crate) unsafe fn recycle(&self, layout: Layout, block: NonNull<u8>, filling: &mut Filling) {
+        if with_magazine(layout, |m| {
+            (m.len() < MAGAZINE_MAX).then(|| m.push(block)).is_some()
+        }) == Some(true)
+        {
+            return;
+        }
+        if filling.handover.is_null() {
+            filling.handover = self.empty_handover(filling);
+        }
+        // SAFETY: the handover being filled is the consumer's alone.
+        let full = unsafe {
+            (*filling.handover).body.with_mut(|b| {
+                let b = &mut *b;
+                b.blocks[b.len] = block.as_ptr();
+                b.len += 1;
+                b.len == HANDOVER
+            })
+        };
+        if full {
+            // SAFETY: as this function's contract.
+            unsafe { self.flush(layout, filling) };
+        }
+    }
+
+    /// An empty handover for the consumer: from its private list, else the
+    /// `spare` stack (taken whole), else a new one.
+    fn empty_handover(&self, filling: &mut Filling) -> *mut Handover {
+        if filling.spares.is_null() && !self.spare.load(Ordering::Relaxed).is_null() {
+            super::probe_hit!(SPARE_TAKEN);
+            filling.spares = self.spare.swap(ptr::null_mut(), Ordering::Acquire);
+        }
+        let h = filling.spares;
+        if h.is_null() {
+            return Handover::new();
+        }
+        // SAFETY: the consumer owns its private list (the swap acquired the
+        // producers' Release pushes of it).
+        unsafe {
+            (*h).body.with_mut(|b| {
+                filling.spares = (*b).next;
+                (*b).next = ptr::null_mut();
+                (*b).len = 0;
+            })
+        };
+        h
+    }
+
+    /// Pushes the consumer's handover on `returned` if it lists a block, or
+    /// gives its blocks back to the allocator if `returned` holds
+    /// [`RETURNED_MAX`] blocks already.
+    ///
+    /// # Safety
+    /// As [`recycle`](Self::recycle).
+    pub(crate) unsafe fn flush(&self, layout: Layout, filling: &mut Filling) {
+        let h = filling.handover;
+        if h.is_null() {
+            return;
+        }
+        // SAFETY: the consumer's own handover.
+        let len = unsafe { (*h).body.with(|b| (*b).len) };
+        if len == 0 {
+            return;
+        }
+        let mut top = self.returned.load(Ordering::Relaxed);
+        if top.is_null() {
+            filling.pushed = 0;
+        }
+        if filling.pushed >= RETURNED_MAX {
+            // SAFETY: as above; the blocks are dead and the consumer's.
+            unsafe {
+                (*h).body.with_mut(|b| {
+                    let b = &mut *b;
+                    for &block in &b.blocks[..b.len] {
+                        give_back(NonNull::new_unchecked(block), layout);
+                    }
+                    b.len = 0;
+                })
+            };
+            return;
+        }
+        loop {
+            // SAFETY: the consumer owns the handover until the CAS succeeds.
+            unsafe { (*h).body.with_mut(|b| (*b).next = top) };
+            match self
+                .returned
+                .compare_exchange_weak(top, h, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    filling.pushed += len;
+                    filling.handover = ptr::null_mut();
+                    return;
+                }
+                Err(actual) => top = actual,
+            }
+        }
+    }
+
+    /// Frees the consumer's side when the queue goes away: the handover it
+    /// was filling (and the blocks it lists) and its private empty ones.
+    ///
+    /// # Safety
+    /// As [`recycle`](Self::recycle); the consumer makes no further call.
+    pub(crate) unsafe fn free_filling(layout: Layout, filling: &mut Filling) {
+        let h = std::mem::replace(&mut filling.handover, ptr::null_mut());
+        // SAFETY: the consumer's own handover and list.
+        unsafe {
+            if !h.is_null() {
+                (*h).body.with_mut(|b| (*b).next = ptr::null_mut());
+                each_block(h, |b| give_back(b, layout));
+                free_handovers(h);
+            }
+            free_handovers(std::mem::replace(&mut filling.spares, ptr::null_mut()));
+        }
+    }
+
+    /// Frees both stacks and the blocks on `returned` (when the queue goes
+    /// away).
+    ///
+    /// # Safety
+    /// No other thread can use the pool any more; its blocks have `layout`.
+    pub(crate) unsafe fn free_all(&self, layout: Layout) {
+        let chain = self.returned.swap(ptr::null_mut(), Ordering::Acquire);
+        // SAFETY: nobody else can reach either stack (the contract).
+        unsafe {
+            each_block(chain, |b| give_back(b, layout));
+            free_handovers(chain);
+            free_handovers(self.spare.swap(ptr::null_mut(), Ordering::Acquire));
+        }
     }
 }

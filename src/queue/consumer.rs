@@ -4,6 +4,7 @@
 use std::fmt;
 use std::ptr;
 
+use super::alloc::Filling;
 use super::class::{earlier, Class, Slot};
 use super::gate::Limbo;
 use super::heap::Key;
@@ -98,9 +99,9 @@ pub struct DeliQueue<T> {
     tombstones: usize,
     live: usize,
     limbo: Limbo<*mut Node<T>>,
-    /// Blocks pushed on the shared `returned` stack since it was last seen
-    /// empty (`alloc.rs`).
-    returned_len: usize,
+    /// The dead blocks being gathered for the shared `returned` stack
+    /// (`alloc.rs`).
+    filling: Filling,
     /// Cancelled payloads, dropped once the structure is consistent.
     to_drop: Vec<T>,
     /// Set by `Drop`: keep cancelled payloads until the structure is handed
@@ -162,7 +163,7 @@ impl<T> DeliQueue<T> {
             tombstones: 0,
             live: 0,
             limbo: Limbo::new(),
-            returned_len: 0,
+            filling: Filling::default(),
             to_drop: Vec::new(),
             hold_drops: false,
             counted: 0,
@@ -339,6 +340,7 @@ impl<T> DeliQueue<T> {
     /// [`wake`](Self::wake). Pushes due before `deadline` report
     /// [`Pushed::wake`](super::Pushed::wake) to exactly one producer.
     pub fn prepare_sleep(&mut self, deadline: Option<u64>) -> bool {
+        self.flush_recycled();
         let held = self.sync_head_and_barrier().1;
         self.shared.wait.sleep(deadline, held);
         // A push or a close since the last sweep changed `top` (the marker
@@ -420,14 +422,27 @@ impl<T> DeliQueue<T> {
         }
     }
 
+    /// Hands the dead node memory gathered so far to producers
+    /// (`alloc.rs`): before a sleep, so the producers of an idle loop reuse
+    /// it.
+    fn flush_recycled(&mut self) {
+        // SAFETY: this is the consumer, with its own handover, and every
+        // block in it is a node of this queue.
+        unsafe {
+            self.shared
+                .pool
+                .flush(std::alloc::Layout::new::<Node<T>>(), &mut self.filling)
+        };
+    }
+
     /// Frees what no walker can reach any more. Never waits (`gate.rs`).
     fn reclaim(&mut self) {
-        let (gate, returned) = (&self.shared.gate, &self.shared.returned);
-        let returned_len = &mut self.returned_len;
+        let (gate, pool) = (&self.shared.gate, &self.shared.pool);
+        let filling = &mut self.filling;
         self.limbo.reclaim(gate, |node| {
             // SAFETY: retired, unlinked, no tickets, and no walker can
             // reach it any more (gate.rs); this is the consumer.
-            unsafe { Node::release(node, returned, returned_len) }
+            unsafe { Node::release(node, (pool, &mut *filling)) }
         });
     }
 
@@ -764,6 +779,16 @@ impl<T> Drop for DeliQueue<T> {
                 orphans.push(deferred);
             }
         }
+        // The memory gathered for producers goes to them (or, with the
+        // queue, to the allocator).
+        self.flush_recycled();
+        // SAFETY: the consumer's own handover, of this queue's nodes.
+        unsafe {
+            super::alloc::Pool::free_filling(
+                std::alloc::Layout::new::<Node<T>>(),
+                &mut self.filling,
+            )
+        };
         // SAFETY: only the consumer writes `orphans`, and only here; the
         // shared state frees them when its last reference goes.
         self.shared

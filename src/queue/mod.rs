@@ -49,8 +49,10 @@
 //! loop stalling; the exact bound is in `gate.rs`. A node
 //! with a live [`Ticket`] is retired but not freed; its last ticket hands it
 //! back through the free list. Freed node memory is recycled (`alloc.rs`):
-//! per-thread magazines, refilled from a stack that only the consumer
-//! pushes and producers take whole.
+//! per-thread magazines, refilled from a stack of *handovers* (arrays of
+//! 64 dead blocks) that only the consumer pushes, one CAS per handover,
+//! and producers take whole; emptied handovers go back on a second stack
+//! that producers push and the consumer takes whole.
 //!
 //! **Waking** (`wait.rs`). One wait word says "awake" or "asleep until D".
 //! A push reports [`Pushed::wake`] only if the consumer sleeps past the new
@@ -69,7 +71,8 @@
 //! |---|---|
 //! | `top` | producers (push CAS), any closer (CLOSED bit), the consumer (`top_latest`: a CAS of the current value onto itself) |
 //! | `free` | cancellers (a ticket or a walker that won QUEUED -> REMOVED) and the last ticket of a retired node, by CAS; the consumer, by `swap(null)` |
-//! | `returned` | the consumer, by CAS; producers, by `swap(null)` |
+//! | `returned` (full handovers) | the consumer, by CAS; producers, by `swap(null)` |
+//! | `spare` (emptied handovers) | producers, by CAS; the consumer, by `swap(null)` |
 //! | wait word | the consumer (sleep, wake); producers and closers (asleep -> awake CAS) |
 //! | gate `epoch` | the consumer (flip); walkers (an RMW of +0 to read it) |
 //! | gate `readers` | walkers only |
@@ -129,6 +132,8 @@ pub mod probe {
     pub static RECYCLED: AtomicUsize = AtomicUsize::new(0);
     /// A producer took the `returned` chain.
     pub static RETURNED_TAKEN: AtomicUsize = AtomicUsize::new(0);
+    /// The consumer took the `spare` chain of emptied handovers.
+    pub static SPARE_TAKEN: AtomicUsize = AtomicUsize::new(0);
     /// The heap was compacted.
     pub static COMPACTIONS: AtomicUsize = AtomicUsize::new(0);
 

@@ -7,7 +7,7 @@
 //! |-------------|---------------------------------------------|-------------------------------|
 //! | `state`     | anyone, by CAS / RMW only                   | anyone                        |
 //! | `next`      | the producer before publishing; the consumer when it unlinks a neighbour | consumer, walkers |
-//! | `free_next` | the one thread that pushes the node on the free list, before its CAS; the consumer when the dead node is on the `returned` stack (`alloc.rs`) | consumer after `swap`; the producer that took the `returned` chain |
+//! | `free_next` | the one thread that pushes the node on the free list, before its CAS | the consumer after `swap` |
 //! | `prev`, `local` | consumer only                           | consumer only                 |
 //! | `meta` (`when`, `tag`, `flags`) | producer before publishing; then immutable | anyone |
 //! | `payload`   | producer before publishing; then moved out once: by the consumer after it wins the node or processes a tombstone, or, for a tombstone that reached the free list after the queue was dropped, by the thread dropping the last handle (`Shared::drop`) | —               |
@@ -91,8 +91,7 @@ pub(crate) struct Node<T> {
     pub(crate) state: AtomicUsize,
     /// Towards older nodes in the stack. Read it with [`Node::next`].
     pub(crate) next: AtomicPtr<Node<T>>,
-    /// Link in the free list; while the node is dead, link in the
-    /// `returned` stack.
+    /// Link in the free list.
     pub(crate) free_next: UnsafeCell<*mut Node<T>>,
     /// Towards newer nodes in the stack (consumer only, valid once swept).
     pub(crate) prev: UnsafeCell<*mut Node<T>>,
@@ -117,18 +116,14 @@ pub(crate) fn link<T>(p: *mut Node<T>) -> *mut Node<T> {
 impl<T> Node<T> {
     /// A new node, its memory recycled where possible (`alloc.rs`).
     pub(crate) fn alloc(
-        returned: &AtomicPtr<u8>,
+        pool: &super::alloc::Pool,
         item: T,
         when: u64,
         tag: u64,
         flags: u32,
         tickets: usize,
     ) -> *mut Node<T> {
-        let (block, recycled) = super::alloc::allocate(
-            Layout::new::<Node<T>>(),
-            returned,
-            Node::<T>::read_pool_link,
-        );
+        let (block, recycled) = pool.allocate(Layout::new::<Node<T>>());
         let node = block.cast::<Node<T>>().as_ptr();
         let meta = Meta { when, tag, flags };
         let state = QUEUED | (tickets * TICKET);
@@ -178,32 +173,15 @@ impl<T> Node<T> {
         self.dead.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// The `returned` stack's link of a dead block of this type.
-    pub(crate) fn read_pool_link(block: NonNull<u8>) -> *mut u8 {
-        let node = block.cast::<Node<T>>().as_ptr();
-        // SAFETY: `block` is a dead node of this type owned by the caller
-        // (the producer that took the chain); its link was written before
-        // the consumer's Release push, which the caller's swap acquired.
-        unsafe { (*node).free_next.with(|p| *p).cast::<u8>() }
-    }
-
-    fn write_pool_link(block: NonNull<u8>, next: *mut u8) {
-        let node = block.cast::<Node<T>>().as_ptr();
-        // SAFETY: `block` is a dead node of this type owned by the consumer,
-        // which alone pushes on `returned`.
-        unsafe { (*node).free_next.with_mut(|p| *p = next.cast()) };
-    }
-
     /// The consumer's release of a dead node: its memory is recycled
     /// (`alloc.rs`).
     ///
     /// # Safety
-    /// As for [`Node::free`], on the consumer thread, with `returned` and
-    /// `returned_len` the queue's recycling stack and the consumer's count.
+    /// As for [`Node::free`], on the consumer thread, with the queue's
+    /// recycling pool and the consumer's side of it (`alloc.rs`).
     pub(crate) unsafe fn release(
         node: *mut Node<T>,
-        returned: &AtomicPtr<u8>,
-        returned_len: &mut usize,
+        (pool, filling): (&super::alloc::Pool, &mut super::alloc::Filling),
     ) {
         #[cfg(loom)]
         // SAFETY: see the contract; under loom the node is marked dead and
@@ -215,12 +193,7 @@ impl<T> Node<T> {
         // memory came from `Node::alloc` with this layout.
         unsafe {
             let block = NonNull::new_unchecked(node.cast::<u8>());
-            super::alloc::recycle(
-                Layout::new::<Node<T>>(),
-                block,
-                Some((returned, returned_len)),
-                Node::<T>::write_pool_link,
-            );
+            pool.recycle(Layout::new::<Node<T>>(), block, filling);
         }
     }
 

@@ -334,7 +334,7 @@ impl<T> Producer<T> {
     ) -> Result<(NonNull<Node<T>>, Pushed), Closed<T>> {
         let when = opts.when();
         let node = Node::alloc(
-            &self.shared.returned,
+            &self.shared.pool,
             item,
             when,
             opts.tag.unwrap_or(0),

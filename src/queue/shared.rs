@@ -45,7 +45,7 @@ pub(crate) struct Shared<T> {
     pub(crate) top: CachePadded<AtomicPtr<Node<T>>>,
     pub(crate) free: CachePadded<AtomicPtr<Node<T>>>,
     /// Dead node memory for producers to reuse (`alloc.rs`).
-    pub(crate) returned: CachePadded<AtomicPtr<u8>>,
+    pub(crate) pool: super::alloc::Pool,
     pub(crate) wait: CachePadded<WaitWord>,
     pub(crate) gate: CachePadded<Gate>,
     /// Retired nodes the consumer handed over when it was dropped, freed with
@@ -58,7 +58,7 @@ impl<T> Shared<T> {
         Shared {
             top: CachePadded(AtomicPtr::new(ptr::null_mut())),
             free: CachePadded(AtomicPtr::new(ptr::null_mut())),
-            returned: CachePadded(AtomicPtr::new(ptr::null_mut())),
+            pool: super::alloc::Pool::new(),
             wait: CachePadded(WaitWord::new()),
             gate: CachePadded(Gate::new()),
             orphans: UnsafeCell::new(Vec::new()),
@@ -189,13 +189,7 @@ impl<T> Drop for Shared<T> {
             unsafe { Node::free(node) };
         }
         // SAFETY: no other reference to the stack exists.
-        unsafe {
-            super::alloc::free_returned(
-                std::alloc::Layout::new::<Node<T>>(),
-                &self.returned,
-                Node::<T>::read_pool_link,
-            )
-        };
+        unsafe { self.pool.free_all(std::alloc::Layout::new::<Node<T>>()) };
         let mut node = self.free.swap(ptr::null_mut(), Ordering::Acquire);
         while !node.is_null() {
             // SAFETY: nodes on the free list are alive until freed here, and
