@@ -31,6 +31,10 @@ pub use reactor::source as __loom_source;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use runtime::flood::loom_model as __loom_flood;
+/// A task's counted reference to its loop, for the loom model only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use runtime::share::loom_model as __loom_share;
 mod runtime;
 pub mod stats;
 pub(crate) mod sync;

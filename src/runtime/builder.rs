@@ -248,6 +248,7 @@ impl Builder {
             flood,
         ));
         super::remote::register(&remote);
+        super::share::Shares::adopt(&remote);
         let core = Core::new(remote, queue, parker, &self);
         Ok(Looper::from_core(core))
     }

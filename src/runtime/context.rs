@@ -7,10 +7,8 @@
 
 use std::cell::Cell;
 use std::ptr;
-use std::sync::Arc;
 
 use super::core::Core;
-use super::remote::Remote;
 
 #[cfg(not(shuttle))]
 thread_local! {
@@ -117,13 +115,13 @@ pub(crate) fn current_id_and_deadline_clock(what: &str) -> (u64, u64) {
     })
 }
 
-/// The remote side of the running looper.
+/// Runs `f` with the running looper's core.
 ///
 /// # Panics
 /// Outside a running looper, naming `what`.
-pub(crate) fn current_remote(what: &str) -> Arc<Remote> {
+pub(crate) fn with_current_core<R>(what: &str, f: impl FnOnce(&Core) -> R) -> R {
     with_any_core(|core| match core {
-        Some(core) => core.remote.clone(),
+        Some(core) => f(core),
         None => panic!(
             "deliloop: {what} must be called inside a task or callback of a running Looper \
              (inside block_on, run, turn or dispatch_ready)"

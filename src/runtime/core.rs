@@ -39,6 +39,9 @@ pub(crate) struct Core {
     pub(crate) remote: Arc<Remote>,
     /// `remote.id`, here so `context::with_core` needs one load.
     pub(crate) id: u64,
+    /// The loop's reserve of counts for tasks' references to `remote`,
+    /// made and released on this thread without an RMW (`share.rs`).
+    pub(crate) shares_local: super::share::Local,
     pub(crate) queue: RefCell<DeliQueue<Entry>>,
     /// The loop's last clock reading (a batch's start, a park), in ticks.
     pub(crate) clock: Cell<u64>,
@@ -109,6 +112,7 @@ impl Core {
         let core = Core {
             io: IoDriver::default(),
             id: remote.id,
+            shares_local: super::share::Local::new(),
             remote,
             queue: RefCell::new(queue),
             local: RefCell::new(VecDeque::new()),

@@ -45,7 +45,9 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    task::spawn(context::current_remote("deliloop::spawn"), future)
+    context::with_current_core("deliloop::spawn", |core| {
+        task::spawn(&core.remote, Some(&core.shares_local), future)
+    })
 }
 
 /// Spawns a `!Send` future on the looper running this thread.
@@ -67,7 +69,9 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    task::spawn_local(context::current_remote("deliloop::spawn_local"), future)
+    context::with_current_core("deliloop::spawn_local", |core| {
+        task::spawn_local(core, future)
+    })
 }
 
 /// Runs `f` with the core of this thread's default looper (the one the

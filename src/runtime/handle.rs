@@ -69,7 +69,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        task::spawn(self.remote.clone(), future)
+        task::spawn(&self.remote, None, future)
     }
 
     /// Spawns a future whose first poll happens no earlier than `delay` from

@@ -174,7 +174,7 @@ impl Looper {
         F: Future + 'static,
         F::Output: 'static,
     {
-        task::spawn_local(self.core.remote.clone(), future)
+        task::spawn_local(&self.core, future)
     }
 
     /// Waits for work (at most `timeout`, `None`: no limit) unless some is
@@ -228,7 +228,12 @@ impl Drop for Looper {
     /// task cancelled, so whoever awaits one sees cancellation.
     fn drop(&mut self) {
         self.core.remote.producer.close();
-        let _enter = Enter::force(&self.core);
-        self.core.check_quit();
+        {
+            let _enter = Enter::force(&self.core);
+            self.core.check_quit();
+        }
+        // Out of the loop's context, so no task reference is made or
+        // released against the loop's reserve any more (`share.rs`).
+        self.core.shares_local.merge(&self.core.remote);
     }
 }

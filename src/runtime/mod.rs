@@ -11,6 +11,8 @@
 //!   `handle.rs`: the public `Handle` on top of it.
 //! * `message.rs`: what the queue carries and the message API; `task.rs`:
 //!   tasks on async-task; `context.rs`: which loop runs on this thread;
+//!   `share.rs`: a task's counted reference to its loop, released on the
+//!   loop thread without an RMW;
 //!   `park.rs`: epoll, eventfd and timerfd; `global.rs`: the crate-level
 //!   `block_on`, `spawn`, `spawn_local`.
 
@@ -33,6 +35,7 @@ mod quit;
 pub(crate) mod remote;
 mod report;
 mod run_sync;
+pub(crate) mod share;
 mod task;
 mod turn;
 

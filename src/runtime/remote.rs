@@ -94,6 +94,9 @@ pub(crate) struct Remote {
     /// The backlog as the loop last counted it (for `Handle::backlog`
     /// without watermarks); written once per batch, on a line of its own.
     pub(crate) backlog: CachePadded<AtomicU64>,
+    /// Tasks' references to this value, counted without an RMW on the
+    /// loop thread (`share.rs`), on a line of their own.
+    pub(crate) shares: super::share::Shares,
     /// A trace records (feature `trace`): posts start flows.
     #[cfg(feature = "trace")]
     pub(crate) tracing: crate::sync::AtomicBool,
@@ -123,6 +126,7 @@ impl Remote {
             hook,
             flood,
             backlog: CachePadded(AtomicU64::new(0)),
+            shares: super::share::Shares::new(),
             #[cfg(feature = "trace")]
             tracing: crate::sync::AtomicBool::new(false),
             #[cfg(feature = "trace")]
@@ -241,4 +245,15 @@ pub(crate) const NEVER: u64 = u64::MAX - 1;
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(NEVER).min(NEVER)
+}
+
+impl super::share::Shared for Remote {
+    fn shares(&self) -> &super::share::Shares {
+        &self.shares
+    }
+
+    /// The running loop's reserve, on its own thread.
+    fn with_local<R>(&self, f: impl FnOnce(&super::share::Local) -> R) -> Option<R> {
+        super::context::with_core(self.id, |core| f(&core.shares_local))
+    }
 }

@@ -12,42 +12,53 @@ pub use async_task::Task;
 use async_task::{Builder, Runnable};
 
 use super::context;
+use super::core::Core;
 use super::message::{Entry, INTERNAL};
 use super::remote::Remote;
+use super::share::{Local, Share};
 use crate::queue::Push;
 
-/// Spawns a `Send` future on the looper behind `remote`.
-pub(crate) fn spawn<F>(remote: Arc<Remote>, future: F) -> Task<F::Output>
+/// Spawns a `Send` future on the looper behind `remote`, from any thread
+/// (`owner`: the loop's reserve, when the caller knows this is its
+/// thread).
+pub(crate) fn spawn<F>(remote: &Arc<Remote>, owner: Option<&Local>, future: F) -> Task<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let id = remote.id;
+    let share = match owner {
+        Some(local) => Share::new_with(remote, local),
+        None => Share::new(remote),
+    };
     let (runnable, task) = Builder::new().propagate_panic(true).spawn(
         move |()| Registered::new(future, id),
-        schedule_fn(remote, false),
+        schedule_with(share, false),
     );
     runnable.schedule();
     task
 }
 
-/// Spawns a `!Send` future; must be called on the loop thread.
-pub(crate) fn spawn_local<F>(remote: Arc<Remote>, future: F) -> Task<F::Output>
+/// Spawns a `!Send` future on `core`, whose thread this is.
+pub(crate) fn spawn_local<F>(core: &Core, future: F) -> Task<F::Output>
 where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let id = remote.id;
+    let id = core.id;
+    let remote = Share::new_with(&core.remote, &core.shares_local);
     let (runnable, task) = Builder::new().propagate_panic(true).spawn_local(
         move |()| Registered::new(future, id),
-        schedule_fn(remote, true),
+        schedule_with(remote, true),
     );
     runnable.schedule();
     task
 }
 
-fn schedule_fn(remote: Arc<Remote>, local: bool) -> impl Fn(Runnable) + Send + Sync + 'static {
-    move |runnable| schedule(&remote, runnable, local)
+/// A task's scheduler: it holds a [`Share`] of the loop's `Remote`, not
+/// an `Arc`, so the loop makes and drops it without an RMW (`share.rs`).
+fn schedule_with(remote: Share<Remote>, local: bool) -> impl Fn(Runnable) + Send + Sync + 'static {
+    move |runnable| schedule(remote.get(), runnable, local)
 }
 
 /// A wake: on the loop thread, straight into the local lane (no atomics);

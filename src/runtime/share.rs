@@ -1,0 +1,325 @@
+//! `Share`: a counted reference to something kept in an `Arc` (a task's
+//! reference to its loop's `Remote`) whose release on the owner thread
+//! costs no atomic read-modify-write.
+//!
+//! # Design
+//!
+//! Every task keeps its loop's `Remote` alive (its waker must be able to
+//! push onto the queue, or find it closed, whenever it is woken). With an
+//! `Arc<Remote>` per task, a task spawned from another thread clones the
+//! `Arc` there (an RMW on the count's line) and the loop drops it after the
+//! task ran (an RMW on the same line): the line crosses cores twice per
+//! task. Here the count is biased towards the owner (the loop thread):
+//!
+//! * [`Shares`], on a line of its own in the shared value, counts the
+//!   shares, plus one for the owner while it runs, plus the owner's
+//!   *reserve*. While that count is above zero the shares together hold one
+//!   strong reference to the `Arc` (the *population's* reference), made
+//!   with the first share and released with the last.
+//! * The owner, while it runs, makes and releases shares on its own thread
+//!   against its reserve ([`Local`]), nothing shared: a make takes one
+//!   from the reserve (refilled with one `fetch_add` of [`FLUSH`] when
+//!   empty), a release gives one back (and once the reserve holds
+//!   2 x [`FLUSH`], [`FLUSH`] of it go off the shared count in one
+//!   `fetch_sub`, which cannot reach zero: the owner's one is still in it).
+//! * Any other thread, or the owner's once it has gone: a make is a
+//!   `fetch_add` of 1 (from 0, when every earlier share and the owner's one
+//!   are gone, the maker, which holds a strong reference, also makes the
+//!   population's reference again); a release is a `fetch_sub` of 1.
+//! * When the owner goes ([`Local::merge`], on its thread, once nothing can
+//!   be released into its reserve), it takes the reserve and its own one
+//!   off in one `fetch_sub`.
+//! * Whichever `fetch_sub` reaches zero releases the population's strong
+//!   reference (Release on every `fetch_sub`, an Acquire fence before the
+//!   release, as `Arc` does).
+//!
+//! Each share is counted exactly once, wherever it was made or released,
+//! so the count is the live shares plus the reserve plus one while the
+//! owner runs: above zero while any share exists, zero once none does and
+//! the owner is gone. The `Arc`'s own count still decides when the value
+//! is freed; this count only decides when the population gives up its
+//! reference. The loom model is `tests/loom_share.rs`.
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+
+use std::sync::Arc;
+
+use crate::sync::{fence, AtomicUsize, Ordering};
+use crate::util::CachePadded;
+
+/// The owner's reserve is refilled by this much, and given back by this
+/// much once it holds twice as many.
+pub(crate) const FLUSH: usize = if cfg!(loom) { 1 } else { 1 << 12 };
+
+/// Something in an `Arc` that carries a share count and knows its owner.
+pub(crate) trait Shared: Send + Sync + Sized + 'static {
+    fn shares(&self) -> &Shares;
+    /// Runs `f` with the owner's reserve if this is the owner thread and
+    /// the owner runs; `None` otherwise.
+    fn with_local<R>(&self, f: impl FnOnce(&Local) -> R) -> Option<R>;
+}
+
+/// The shared count (see the module docs).
+pub(crate) struct Shares(CachePadded<AtomicUsize>);
+
+impl Shares {
+    /// The count of a new value: the owner's one. Make the population's
+    /// strong reference with [`Shares::adopt`] once the value is in its
+    /// `Arc`.
+    pub(crate) fn new() -> Shares {
+        Shares(CachePadded(AtomicUsize::new(1)))
+    }
+
+    /// Makes the population's strong reference of a new value.
+    pub(crate) fn adopt<T: Shared>(arc: &Arc<T>) {
+        let _ = Arc::into_raw(arc.clone());
+    }
+}
+
+/// Releases `n` from the count of the value at `ptr`, and the population's
+/// strong reference if that was the last.
+///
+/// # Safety
+/// `ptr` came from `Arc::as_ptr` of the value, and the caller holds `n`
+/// counted shares (or local releases, or the owner's one) of it.
+unsafe fn release<T: Shared>(ptr: NonNull<T>, n: usize) {
+    // SAFETY: the caller's shares keep the population's reference, so the
+    // value, alive until this `fetch_sub`.
+    let shares = unsafe { ptr.as_ref() }.shares();
+    if shares.0.fetch_sub(n, Ordering::Release) == n {
+        fence(Ordering::Acquire);
+        // SAFETY: the count reached zero: the population's strong reference
+        // is this thread's to release, and it came from `Arc::into_raw`.
+        drop(unsafe { Arc::from_raw(ptr.as_ptr()) });
+    }
+}
+
+/// One share of a `T` (see the module docs): `T` stays alive while it does.
+pub(crate) struct Share<T: Shared> {
+    ptr: NonNull<T>,
+    _owns: PhantomData<T>,
+}
+
+// SAFETY: a share only hands out `&T` (`T: Sync`) and may be released on
+// any thread (`T: Send`); its count is atomic.
+unsafe impl<T: Shared> Send for Share<T> {}
+// SAFETY: as above.
+unsafe impl<T: Shared> Sync for Share<T> {}
+
+impl<T: Shared> Share<T> {
+    /// A new share of the value behind `arc`, made against the owner's
+    /// reserve if this is the running owner's thread.
+    pub(crate) fn new(arc: &Arc<T>) -> Share<T> {
+        let value: &T = arc;
+        let made = value.with_local(|local| local.make_one(value)) == Some(true);
+        Share::made(arc, made)
+    }
+
+    /// A new share made on the owner's thread, with its reserve at hand.
+    pub(crate) fn new_with(arc: &Arc<T>, local: &Local) -> Share<T> {
+        let made = local.make_one(&**arc);
+        Share::made(arc, made)
+    }
+
+    /// A new share, already counted in the owner's reserve if `made`.
+    #[inline]
+    fn made(arc: &Arc<T>, made: bool) -> Share<T> {
+        if !made && arc.shares().0.fetch_add(1, Ordering::Relaxed) == 0 {
+            #[cfg(loom)]
+            loom_model::hit(&loom_model::REVIVED);
+            // The first share since the count last reached zero: the
+            // population needs its strong reference again (`arc` keeps the
+            // value alive meanwhile).
+            Shares::adopt(arc);
+        }
+        Share {
+            // SAFETY: `Arc::as_ptr` is never null.
+            ptr: unsafe { NonNull::new_unchecked(Arc::as_ptr(arc).cast_mut()) },
+            _owns: PhantomData,
+        }
+    }
+
+    pub(crate) fn get(&self) -> &T {
+        // SAFETY: this share keeps the population's reference alive.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
+impl<T: Shared> Drop for Share<T> {
+    fn drop(&mut self) {
+        let value = self.get();
+        if value.with_local(|local| local.take_one(value)) != Some(true) {
+            // SAFETY: this share is counted, and from `Arc::as_ptr`.
+            unsafe { release(self.ptr, 1) };
+        }
+    }
+}
+
+/// The owner's reserve of counts (see the module docs); `None` once
+/// merged.
+pub(crate) struct Local(Cell<Option<usize>>);
+
+impl Local {
+    pub(crate) fn new() -> Local {
+        Local(Cell::new(Some(0)))
+    }
+
+    /// Takes the count of a new share of `value` (the owner's own value)
+    /// from the reserve; false if already merged.
+    pub(crate) fn make_one<T: Shared>(&self, value: &T) -> bool {
+        let Some(mut reserve) = self.0.get() else {
+            return false;
+        };
+        if reserve == 0 {
+            // The owner's one is counted, so this is not a first share.
+            value.shares().0.fetch_add(FLUSH, Ordering::Relaxed);
+            reserve = FLUSH;
+            #[cfg(loom)]
+            loom_model::hit(&loom_model::REFILLED);
+        }
+        self.0.set(Some(reserve - 1));
+        true
+    }
+
+    /// Takes the count of a released share of `value` (the owner's own
+    /// value) into the reserve; false if already merged.
+    pub(crate) fn take_one<T: Shared>(&self, value: &T) -> bool {
+        let Some(mut reserve) = self.0.get() else {
+            return false;
+        };
+        reserve += 1;
+        if reserve >= 2 * FLUSH {
+            // Cannot reach zero: the owner's one and the rest of the reserve
+            // are still counted.
+            value.shares().0.fetch_sub(FLUSH, Ordering::Release);
+            reserve -= FLUSH;
+            #[cfg(loom)]
+            loom_model::hit(&loom_model::GIVEN_BACK);
+        }
+        self.0.set(Some(reserve));
+        true
+    }
+
+    /// The owner is going: takes its reserve and its own one off the
+    /// shared count. Later makes and releases on this thread are atomic.
+    pub(crate) fn merge<T: Shared>(&self, arc: &Arc<T>) {
+        if let Some(reserve) = self.0.take() {
+            // SAFETY: the owner's one and the reserve are counted; the
+            // pointer is from `Arc::as_ptr`, never null.
+            unsafe {
+                release(
+                    NonNull::new_unchecked(Arc::as_ptr(arc).cast_mut()),
+                    reserve + 1,
+                )
+            };
+        }
+    }
+}
+
+/// The model's side of this module (`tests/loom_share.rs`): a value with
+/// a loom cell that every share reads and the value's drop writes, so a
+/// drop not ordered after every read fails the model.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod loom_model {
+    use std::cell::Cell;
+    use std::ptr;
+    use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
+    use std::sync::Arc;
+
+    use super::{Local, Share, Shared, Shares};
+    use crate::sync::UnsafeCell;
+
+    /// A share was made from a count of zero (the population's reference
+    /// made again).
+    pub static REVIVED: StdAtomicUsize = StdAtomicUsize::new(0);
+    /// The owner refilled its reserve.
+    pub static REFILLED: StdAtomicUsize = StdAtomicUsize::new(0);
+    /// The owner gave part of its reserve back.
+    pub static GIVEN_BACK: StdAtomicUsize = StdAtomicUsize::new(0);
+
+    pub(crate) fn hit(c: &StdAtomicUsize) {
+        c.fetch_add(1, StdOrdering::Relaxed);
+    }
+
+    /// A value kept by shares.
+    pub struct Value {
+        shares: Shares,
+        data: UnsafeCell<u64>,
+        drops: Arc<StdAtomicUsize>,
+    }
+
+    // SAFETY: the cell is written only by the drop (`&mut self`) and read
+    // through shares; the model checks that the two never race.
+    unsafe impl Sync for Value {}
+
+    impl Drop for Value {
+        fn drop(&mut self) {
+            // SAFETY: `&mut self`.
+            self.data.with_mut(|p| unsafe { *p = 0 });
+            self.drops.fetch_add(1, StdOrdering::SeqCst);
+        }
+    }
+
+    loom::thread_local! {
+        /// The owner's reserve, on the owner's thread while it runs.
+        static OWNER: Cell<*const Local> = Cell::new(ptr::null());
+    }
+
+    impl Shared for Value {
+        fn shares(&self) -> &Shares {
+            &self.shares
+        }
+
+        fn with_local<R>(&self, f: impl FnOnce(&Local) -> R) -> Option<R> {
+            OWNER.with(|o| {
+                let p = o.get();
+                // SAFETY: set only while the `Owner` that holds it lives.
+                (!p.is_null()).then(|| f(unsafe { &*p }))
+            })
+        }
+    }
+
+    /// The owner, on the thread that made it.
+    pub struct Owner {
+        local: Box<Local>,
+    }
+
+    impl Owner {
+        /// A new value (its drops counted in `drops`) and its owner.
+        pub fn new(drops: Arc<StdAtomicUsize>) -> (Owner, Arc<Value>) {
+            let value = Arc::new(Value {
+                shares: Shares::new(),
+                data: UnsafeCell::new(7),
+                drops,
+            });
+            Shares::adopt(&value);
+            let local = Box::new(Local::new());
+            OWNER.with(|o| o.set(&*local));
+            (Owner { local }, value)
+        }
+
+        /// The owner goes (`Local::merge`).
+        pub fn go(self, value: &Arc<Value>) {
+            OWNER.with(|o| o.set(ptr::null()));
+            self.local.merge(value);
+        }
+    }
+
+    /// A share of a [`Value`].
+    pub struct ModelShare(Share<Value>);
+
+    impl ModelShare {
+        pub fn new(value: &Arc<Value>) -> ModelShare {
+            ModelShare(Share::new(value))
+        }
+
+        /// Reads the value's cell (7 while it lives).
+        pub fn read(&self) -> u64 {
+            // SAFETY: shares only read; the drop writes.
+            self.0.get().data.with(|p| unsafe { *p })
+        }
+    }
+}
