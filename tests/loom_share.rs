@@ -23,7 +23,7 @@ fn reached(c: &AtomicUsize, what: &str) {
 }
 
 /// The owner makes three shares, gives one to another thread, releases
-/// the other two and goes,
+/// the other two, goes, and makes and releases one more (atomically now),
 /// while the other thread releases it and makes and releases one of its
 /// own (from a count of zero if the owner has gone and nothing else
 /// holds a share).
@@ -47,7 +47,13 @@ fn the_value_outlives_every_share_and_is_dropped_once() {
         drop(mine);
         drop(also_mine);
         owner.go(&value);
+        // After the merge, the owner's thread takes the atomic path, though
+        // it still finds the merged reserve.
+        let late = ModelShare::new(&value);
         drop(value);
+        assert_eq!(late.read(), 7);
+        drop(late);
+        drop(owner);
         t.join().unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     });

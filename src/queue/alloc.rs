@@ -15,8 +15,10 @@
 //!   of up to [`HANDOVER`] block addresses that it alone fills. A full one
 //!   goes on the queue's `returned` stack with one CAS (one per
 //!   [`HANDOVER`] blocks, not one per block); so does a partly filled one
-//!   before the consumer sleeps ([`Pool::flush`]), so the producers of an
-//!   idle loop reuse its memory.
+//!   before the consumer sleeps, if `returned` is empty
+//!   ([`Pool::flush_idle`]): the producers of an idle loop reuse its
+//!   memory, and a slow loop does not pile up one small handover per
+//!   sleep.
 //! * A producer allocates from its thread's magazine and refills it from
 //!   `returned`, taking the whole stack with one `swap(null)`: it copies
 //!   the handovers' addresses (the dead nodes are not read until each is
@@ -36,9 +38,12 @@
 //! * Magazines are per thread and per node layout (memory is memory: a
 //!   node that served one queue may serve another of the same layout), are
 //!   bounded by [`MAGAZINE_MAX`], and are freed when their thread exits.
-//!   `returned` holds at most [`RETURNED_MAX`] blocks pushed since the
-//!   consumer last saw it empty; past either bound, memory goes back to the
-//!   allocator.
+//!   The consumer pushes at most [`RETURNED_MAX`] blocks on `returned`
+//!   between two times it sees it empty; past either bound, memory goes
+//!   back to the allocator. Handovers are made only when the consumer has
+//!   no empty one, so their number is bounded by the blocks in flight
+//!   divided by [`HANDOVER`], plus the partial ones (at most one on
+//!   `returned` at a time).
 //! * A handover's contents are in a [`crate::sync`] cell, and a recycled
 //!   node is brought back to life through its cells (`node.rs`), so under
 //!   loom every access is checked against its previous life, with a push
@@ -346,6 +351,19 @@ impl Pool {
         }
     }
 
+    /// Before the consumer sleeps: pushes its partly filled handover if
+    /// `returned` is empty (producers would otherwise allocate while it
+    /// sleeps); else keeps filling it.
+    ///
+    /// # Safety
+    /// As [`recycle`](Self::recycle).
+    pub(crate) unsafe fn flush_idle(&self, layout: Layout, filling: &mut Filling) {
+        if self.returned.load(Ordering::Relaxed).is_null() {
+            // SAFETY: as this function's contract.
+            unsafe { self.flush(layout, filling) };
+        }
+    }
+
     /// An empty handover for the consumer: from its private list, else the
     /// `spare` stack (taken whole), else a new one.
     fn empty_handover(&self, filling: &mut Filling) -> *mut Handover {
@@ -389,7 +407,7 @@ impl Pool {
         if top.is_null() {
             filling.pushed = 0;
         }
-        if filling.pushed >= RETURNED_MAX {
+        if filling.pushed + len > RETURNED_MAX {
             // SAFETY: as above; the blocks are dead and the consumer's.
             unsafe {
                 (*h).body.with_mut(|b| {
@@ -414,7 +432,13 @@ impl Pool {
                     filling.handover = ptr::null_mut();
                     return;
                 }
-                Err(actual) => top = actual,
+                Err(actual) => {
+                    if actual.is_null() {
+                        // A producer took the stack meanwhile.
+                        filling.pushed = 0;
+                    }
+                    top = actual;
+                }
             }
         }
     }

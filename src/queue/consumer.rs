@@ -126,7 +126,8 @@ pub struct Counts {
 }
 
 // SAFETY: the consumer may move to another thread with its items (`T: Send`);
-// the raw pointers it holds are to nodes only it may unlink or free.
+// the raw pointers it holds are to nodes only it may unlink or free, and to
+// handovers of dead node memory (`alloc.rs`) only it holds.
 unsafe impl<T: Send> Send for DeliQueue<T> {}
 
 impl<T> fmt::Debug for DeliQueue<T> {
@@ -423,15 +424,15 @@ impl<T> DeliQueue<T> {
     }
 
     /// Hands the dead node memory gathered so far to producers
-    /// (`alloc.rs`): before a sleep, so the producers of an idle loop reuse
-    /// it.
+    /// (`alloc.rs`) if they have none to take: before a sleep, so the
+    /// producers of an idle loop reuse it, and when the queue is dropped.
     fn flush_recycled(&mut self) {
         // SAFETY: this is the consumer, with its own handover, and every
         // block in it is a node of this queue.
         unsafe {
             self.shared
                 .pool
-                .flush(std::alloc::Layout::new::<Node<T>>(), &mut self.filling)
+                .flush_idle(std::alloc::Layout::new::<Node<T>>(), &mut self.filling)
         };
     }
 

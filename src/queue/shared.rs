@@ -24,8 +24,10 @@
 //!   anyone closing (the CLOSED bit), and by the consumer's re-read in
 //!   `top_latest` (a CAS of the value onto itself, which changes nothing);
 //!   `free` is CASed by cancellers and by the last ticket of a retired node,
-//!   and swapped to null by the consumer (and by `Drop`); `returned` is
-//!   CASed only by the consumer and swapped to null by producers
+//!   and swapped to null by the consumer (and by `Drop`); the pool's
+//!   `returned` (full handovers of dead node memory) is CASed only by the
+//!   consumer and swapped to null by producers, and its `spare` (emptied
+//!   handovers) CASed by producers and swapped to null by the consumer
 //!   (`alloc.rs`); the wait word is in `wait.rs`, the gate in `gate.rs`.
 
 use std::ptr;

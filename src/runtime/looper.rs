@@ -227,13 +227,20 @@ impl Drop for Looper {
     /// Quits: every pending entry is dropped once (counted) and every live
     /// task cancelled, so whoever awaits one sees cancellation.
     fn drop(&mut self) {
-        self.core.remote.producer.close();
-        {
-            let _enter = Enter::force(&self.core);
-            self.core.check_quit();
+        // Last, even if quit unwinds: the loop's reserve of task
+        // references goes back (`share.rs`). After it, a reference made or
+        // released on this thread takes the atomic path even if this core
+        // is still entered (a host loop that dropped the looper from one of
+        // its callbacks): the merged reserve refuses them.
+        struct Merge<'a>(&'a super::core::Core);
+        impl Drop for Merge<'_> {
+            fn drop(&mut self) {
+                self.0.shares_local.merge(&self.0.remote);
+            }
         }
-        // Out of the loop's context, so no task reference is made or
-        // released against the loop's reserve any more (`share.rs`).
-        self.core.shares_local.merge(&self.core.remote);
+        let _merge = Merge(&self.core);
+        self.core.remote.producer.close();
+        let _enter = Enter::force(&self.core);
+        self.core.check_quit();
     }
 }

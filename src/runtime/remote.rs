@@ -252,7 +252,7 @@ impl super::share::Shared for Remote {
         &self.shares
     }
 
-    /// The running loop's reserve, on its own thread.
+    /// The loop's reserve, on its thread while the loop is entered there.
     fn with_local<R>(&self, f: impl FnOnce(&super::share::Local) -> R) -> Option<R> {
         super::context::with_core(self.id, |core| f(&core.shares_local))
     }

@@ -16,7 +16,7 @@
 //!   *reserve*. While that count is above zero the shares together hold one
 //!   strong reference to the `Arc` (the *population's* reference), made
 //!   with the first share and released with the last.
-//! * The owner, while it runs, makes and releases shares on its own thread
+//! * The owner, until it goes, makes and releases shares on its own thread
 //!   against its reserve ([`Local`]), nothing shared: a make takes one
 //!   from the reserve (refilled with one `fetch_add` of [`FLUSH`] when
 //!   empty), a release gives one back (and once the reserve holds
@@ -26,9 +26,11 @@
 //!   `fetch_add` of 1 (from 0, when every earlier share and the owner's one
 //!   are gone, the maker, which holds a strong reference, also makes the
 //!   population's reference again); a release is a `fetch_sub` of 1.
-//! * When the owner goes ([`Local::merge`], on its thread, once nothing can
-//!   be released into its reserve), it takes the reserve and its own one
-//!   off in one `fetch_sub`.
+//! * When the owner goes ([`Local::merge`], on its thread), it takes the
+//!   reserve and its own one off in one `fetch_sub`, and the reserve
+//!   becomes `None`: every later make or release, even one that still
+//!   finds the owner through its thread, takes the atomic path. That `None`
+//!   is what keeps the count right after the merge.
 //! * Whichever `fetch_sub` reaches zero releases the population's strong
 //!   reference (Release on every `fetch_sub`, an Acquire fence before the
 //!   release, as `Arc` does).
@@ -56,8 +58,9 @@ pub(crate) const FLUSH: usize = if cfg!(loom) { 1 } else { 1 << 12 };
 /// Something in an `Arc` that carries a share count and knows its owner.
 pub(crate) trait Shared: Send + Sync + Sized + 'static {
     fn shares(&self) -> &Shares;
-    /// Runs `f` with the owner's reserve if this is the owner thread and
-    /// the owner runs; `None` otherwise.
+    /// Runs `f` with the owner's reserve if this is the owner's thread
+    /// and it can find the owner there; `None` otherwise (the reserve itself
+    /// refuses once merged).
     fn with_local<R>(&self, f: impl FnOnce(&Local) -> R) -> Option<R>;
 }
 
@@ -301,10 +304,17 @@ pub mod loom_model {
             (Owner { local }, value)
         }
 
-        /// The owner goes (`Local::merge`).
-        pub fn go(self, value: &Arc<Value>) {
-            OWNER.with(|o| o.set(ptr::null()));
+        /// The owner goes (`Local::merge`), though its thread still finds
+        /// its reserve (as a host loop's callback may drop a looper while
+        /// the looper's core is entered) until the `Owner` is dropped.
+        pub fn go(&self, value: &Arc<Value>) {
             self.local.merge(value);
+        }
+    }
+
+    impl Drop for Owner {
+        fn drop(&mut self) {
+            OWNER.with(|o| o.set(ptr::null()));
         }
     }
 
