@@ -1,6 +1,6 @@
-//! `Share`: a counted reference to something kept in an `Arc` (a task's
-//! reference to its loop's `Remote`) whose release on the owner thread
-//! costs no atomic read-modify-write.
+//! `Share`: a counted reference to something kept in an `Arc` (a `Send`
+//! task's reference to its loop's `Remote`) whose release on the owner
+//! thread costs no atomic read-modify-write.
 //!
 //! # Design
 //!
@@ -9,7 +9,10 @@
 //! `Arc<Remote>` per task, a task spawned from another thread clones the
 //! `Arc` there (an RMW on the count's line) and the loop drops it after the
 //! task ran (an RMW on the same line): the line crosses cores twice per
-//! task. Here the count is biased towards the owner (the loop thread):
+//! task. (A `!Send` task is made and nearly always dropped on the loop
+//! thread, where the line stays put; it keeps an `Arc`, whose two
+//! uncontended RMWs cost less than a share's two thread-local lookups.)
+//! Here the count is biased towards the owner (the loop thread):
 //!
 //! * [`Shares`], on a line of its own in the shared value, counts the
 //!   shares, plus one for the owner while it runs, plus the owner's
