@@ -214,7 +214,7 @@ unsafe fn each_block(mut h: *mut Handover, mut put: impl FnMut(NonNull<u8>)) -> 
             (*h).body.with(|b| {
                 let b = &*b;
                 for &block in &b.blocks[..b.len] {
-                    // Handovers hold non-null blocks only.
+                    // SAFETY: handovers hold non-null blocks only.
                     put(NonNull::new_unchecked(block));
                 }
                 b.next

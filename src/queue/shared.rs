@@ -190,7 +190,7 @@ impl<T> Drop for Shared<T> {
             // SAFETY: retired nodes with no ticket, unreachable now.
             unsafe { Node::free(node) };
         }
-        // SAFETY: no other reference to the stack exists.
+        // SAFETY: no other reference to the pool exists.
         unsafe { self.pool.free_all(std::alloc::Layout::new::<Node<T>>()) };
         let mut node = self.free.swap(ptr::null_mut(), Ordering::Acquire);
         while !node.is_null() {

@@ -15,7 +15,7 @@
 //! Here the count is biased towards the owner (the loop thread):
 //!
 //! * [`Shares`], on a line of its own in the shared value, counts the
-//!   shares, plus one for the owner while it runs, plus the owner's
+//!   shares, plus one for the owner until it goes, plus the owner's
 //!   *reserve*. While that count is above zero the shares together hold one
 //!   strong reference to the `Arc` (the *population's* reference), made
 //!   with the first share and released with the last.
@@ -39,8 +39,8 @@
 //!   release, as `Arc` does).
 //!
 //! Each share is counted exactly once, wherever it was made or released,
-//! so the count is the live shares plus the reserve plus one while the
-//! owner runs: above zero while any share exists, zero once none does and
+//! so the count is the live shares plus the reserve plus one until the
+//! owner goes: above zero while any share exists, zero once none does and
 //! the owner is gone. The `Arc`'s own count still decides when the value
 //! is freed; this count only decides when the population gives up its
 //! reference. The loom model is `tests/loom_share.rs`.
@@ -134,7 +134,7 @@ impl<T: Shared> Share<T> {
     fn made(arc: &Arc<T>, made: bool) -> Share<T> {
         if !made && arc.shares().0.fetch_add(1, Ordering::Relaxed) == 0 {
             #[cfg(loom)]
-            loom_model::hit(&loom_model::REVIVED);
+            crate::queue::probe::hit(&loom_model::REVIVED);
             // The first share since the count last reached zero: the
             // population needs its strong reference again (`arc` keeps the
             // value alive meanwhile).
@@ -183,7 +183,7 @@ impl Local {
             value.shares().0.fetch_add(FLUSH, Ordering::Relaxed);
             reserve = FLUSH;
             #[cfg(loom)]
-            loom_model::hit(&loom_model::REFILLED);
+            crate::queue::probe::hit(&loom_model::REFILLED);
         }
         self.0.set(Some(reserve - 1));
         true
@@ -202,7 +202,7 @@ impl Local {
             value.shares().0.fetch_sub(FLUSH, Ordering::Release);
             reserve -= FLUSH;
             #[cfg(loom)]
-            loom_model::hit(&loom_model::GIVEN_BACK);
+            crate::queue::probe::hit(&loom_model::GIVEN_BACK);
         }
         self.0.set(Some(reserve));
         true
@@ -245,10 +245,6 @@ pub mod loom_model {
     pub static REFILLED: StdAtomicUsize = StdAtomicUsize::new(0);
     /// The owner gave part of its reserve back.
     pub static GIVEN_BACK: StdAtomicUsize = StdAtomicUsize::new(0);
-
-    pub(crate) fn hit(c: &StdAtomicUsize) {
-        c.fetch_add(1, StdOrdering::Relaxed);
-    }
 
     /// A value kept by shares.
     pub struct Value {
