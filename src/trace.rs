@@ -72,11 +72,11 @@ pub(crate) struct Traced<F> {
     pub(crate) f: F,
 }
 
-impl<F: FnOnce() + Send + 'static> crate::runtime::message::Message for Traced<F> {
-    fn run(self: Box<Self>) {
+impl<F: FnOnce() + Send + 'static> crate::runtime::posted::Message for Traced<F> {
+    fn run(self) {
         (self.f)()
     }
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+    fn into_any(self) -> Box<dyn std::any::Any + Send> {
         Box::new(self.f)
     }
     fn flow(&self) -> Option<u64> {

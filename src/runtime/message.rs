@@ -1,7 +1,6 @@
 //! What the loop's one queue carries, and the message API on top of it:
 //! tags, message info, the message builder and cancel handles.
 
-use std::any::Any;
 use std::fmt;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -11,6 +10,7 @@ use async_task::Runnable;
 use futures::task::AtomicWaker;
 
 use super::handle::Handle;
+use super::posted::Posted;
 use crate::error::PostError;
 use crate::queue::{ItemInfo, Ticket};
 
@@ -30,8 +30,8 @@ pub(crate) enum Entry {
     /// One of the loop's own timers came due (never queued: built when it
     /// fires, so it is dispatched like the rest).
     LocalTimer(std::task::Waker),
-    /// A posted closure.
-    Message(Box<dyn Message>),
+    /// A posted closure (inline in the node when small, `posted.rs`).
+    Message(Posted),
     /// Wakes the loop so it re-polls the future given to `block_on`.
     WakeMain,
     /// A sync barrier: never dispatched, only removed (or drained).
@@ -69,36 +69,16 @@ pub(crate) struct TimerCell {
     pub(crate) waker: AtomicWaker,
 }
 
-/// A posted closure, type-erased, that can be turned back into its concrete
-/// type when a post fails.
-pub(crate) trait Message: Send {
-    fn run(self: Box<Self>);
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
-    /// The trace flow id of the post, when tracing.
-    fn flow(&self) -> Option<u64> {
-        None
-    }
-}
-
-impl<F: FnOnce() + Send + 'static> Message for F {
-    fn run(self: Box<Self>) {
-        (*self)()
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
-}
-
 /// The entry for a posted closure; while a trace records, it carries the
 /// flow id of the post (`trace.rs`).
 #[inline]
 pub(crate) fn boxed<F: FnOnce() + Send + 'static>(f: F, remote: &super::remote::Remote) -> Entry {
     #[cfg(feature = "trace")]
     if let Some(flow) = crate::trace::flow_start(remote) {
-        return Entry::Message(Box::new(crate::trace::Traced { flow, f }));
+        return Entry::Message(Posted::new(crate::trace::Traced { flow, f }));
     }
     let _ = remote;
-    Entry::Message(Box::new(f))
+    Entry::Message(Posted::new(f))
 }
 
 /// Gets the closure back out of an entry that was refused.

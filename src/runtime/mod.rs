@@ -9,7 +9,8 @@
 //!   host arming); `dispatch.rs`: running due entries; `quit.rs`: quit.
 //! * `remote.rs`: `Remote`, what every thread shares with a loop;
 //!   `handle.rs`: the public `Handle` on top of it.
-//! * `message.rs`: what the queue carries and the message API; `task.rs`:
+//! * `message.rs`: what the queue carries and the message API;
+//!   `posted.rs`: a posted closure, inline in its node when small; `task.rs`:
 //!   tasks on async-task; `context.rs`: which loop runs on this thread;
 //!   `share.rs`: a task's counted reference to its loop, released on the
 //!   loop thread without an RMW;
@@ -31,6 +32,7 @@ pub(crate) mod message;
 // Under `--cfg shuttle`, a parker shuttle can schedule (park_shuttle.rs).
 #[cfg_attr(shuttle, path = "park_shuttle.rs")]
 mod park;
+pub(crate) mod posted;
 mod quit;
 pub(crate) mod remote;
 mod report;
