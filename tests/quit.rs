@@ -208,3 +208,64 @@ fn a_task_spawned_after_quit_is_cancelled_not_stranded() {
         .expect("a task spawned after quit was stranded: its awaiter hung");
     assert_eq!(got, (None, None));
 }
+
+/// Small closures travel inline in their queue node and large ones boxed
+/// (`src/runtime/posted.rs`): either way each one posted from another
+/// thread is run once, cancelled (dropped once) or dropped once by quit,
+/// and a refused one comes back whole.
+#[test]
+fn small_and_large_closures_are_each_run_or_dropped_once() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    let (dropped, ran) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let n = if cfg!(miri) { 20 } else { 2_000 };
+    let poster = {
+        let (h, dropped, ran) = (h.clone(), dropped.clone(), ran.clone());
+        std::thread::spawn(move || {
+            let mut cancelled = 0;
+            for i in 0..n {
+                let (c, r) = (Counted(dropped.clone()), ran.clone());
+                let delay = if i % 2 == 0 {
+                    Duration::ZERO
+                } else {
+                    Duration::from_secs(3600)
+                };
+                let id = if i % 4 < 2 {
+                    h.post_delayed(delay, move || drop((c, r.fetch_add(1, Ordering::SeqCst))))
+                        .unwrap()
+                } else {
+                    let wide = [i as u64; 8];
+                    h.post_delayed(delay, move || {
+                        let _c = c;
+                        assert_eq!(wide[7], i as u64);
+                        r.fetch_add(1, Ordering::SeqCst);
+                    })
+                    .unwrap()
+                };
+                if i % 6 == 1 {
+                    cancelled += usize::from(id.cancel());
+                }
+            }
+            cancelled
+        })
+    };
+    let cancelled = poster.join().unwrap();
+    assert_eq!(cancelled, n / 6 + usize::from(n % 6 > 1));
+    // Everything was posted before the join: run what is due.
+    while looper.dispatch_ready().dispatched > 0 {}
+    h.quit();
+    looper.run();
+    assert_eq!(ran.load(Ordering::SeqCst), n / 2, "the due half ran");
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        n,
+        "every capture dropped once"
+    );
+
+    let wide = [7u64; 8];
+    let err = h.post(move || drop(wide)).unwrap_err();
+    let PostError::Quit(f) = err else {
+        unreachable!()
+    };
+    f();
+}

@@ -146,8 +146,8 @@ impl Drop for Posted {
 struct Inline<M>(PhantomData<M>);
 
 impl<M: Message> Inline<M> {
-    const FITS: bool =
-        mem::size_of::<M>() <= mem::size_of::<Buf>() && mem::align_of::<M>() <= mem::align_of::<Buf>();
+    const FITS: bool = mem::size_of::<M>() <= mem::size_of::<Buf>()
+        && mem::align_of::<M>() <= mem::align_of::<Buf>();
 
     const VTABLE: VTable = VTable {
         run: Self::run,
