@@ -3,6 +3,10 @@
 //! `Box<dyn FnOnce() + Send>` (or what the runtime boxes itself) that
 //! captures only a `u64`, and the consumer runs it; the closure counts
 //! itself in a thread-local of the consumer (nothing shared crosses).
+//! deliloop's `post` stores a closure this small in its queue node (no box:
+//! `src/runtime/posted.rs`); the peers box it, as the row is defined. So the
+//! row also shows, as a floor and not a peer, crossbeam carrying the same
+//! call unboxed.
 //! B'': `spawn` of a trivial future from another thread.
 //!
 //! Loop entries: deliloop runs inside `block_on` with a main future that
@@ -170,6 +174,24 @@ fn post_imps(m: usize) -> Vec<Imp<'static>> {
                 || {
                     while ran() < total {
                         ex.try_tick();
+                    }
+                },
+            )
+        }),
+        // Not a peer: what the same closure costs through crossbeam when it
+        // is not boxed either (its code and capture sent as a pair), for
+        // comparison with deliloop, which stores a closure of up to two
+        // words in its node (src/runtime/posted.rs).
+        Imp::new("crossbeam (fn, u64) unboxed", Kind::Floor, move || {
+            let (tx, rx) = crossbeam_channel::unbounded::<(fn(u64), u64)>();
+            timed(
+                m,
+                move |i| tx.send((bump as fn(u64), i)).unwrap(),
+                || {
+                    while ran() < total {
+                        if let Ok((f, v)) = rx.try_recv() {
+                            f(v);
+                        }
                     }
                 },
             )
