@@ -262,10 +262,20 @@ fn small_and_large_closures_are_each_run_or_dropped_once() {
         "every capture dropped once"
     );
 
-    let wide = [7u64; 8];
-    let err = h.post(move || drop(wide)).unwrap_err();
-    let PostError::Quit(f) = err else {
+    // Refused posts come back whole, small (inline) and large (boxed).
+    let (small, wide) = (Counted(dropped.clone()), [7u64; 8]);
+    let PostError::Quit(f) = h.post(move || drop(small)).unwrap_err() else {
         unreachable!()
     };
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        n,
+        "handed back, not dropped"
+    );
     f();
+    assert_eq!(dropped.load(Ordering::SeqCst), n + 1);
+    let PostError::Quit(g) = h.post(move || assert_eq!(wide[7], 7)).unwrap_err() else {
+        unreachable!()
+    };
+    g();
 }

@@ -302,7 +302,7 @@ impl Handle {
         }
         opts = opts.flags(MESSAGE);
         remote
-            .push_cancellable(super::message::boxed(f, remote), opts)
+            .push_cancellable(super::message::entry_of(f, remote), opts)
             .map_err(|closed| {
                 if let Some(flood) = &remote.flood {
                     flood.unreserve(1);

@@ -69,10 +69,14 @@ pub(crate) struct TimerCell {
     pub(crate) waker: AtomicWaker,
 }
 
-/// The entry for a posted closure; while a trace records, it carries the
-/// flow id of the post (`trace.rs`).
+/// The entry for a posted closure (inline in the node when small,
+/// `posted.rs`); while a trace records, it carries the flow id of the post
+/// (`trace.rs`).
 #[inline]
-pub(crate) fn boxed<F: FnOnce() + Send + 'static>(f: F, remote: &super::remote::Remote) -> Entry {
+pub(crate) fn entry_of<F: FnOnce() + Send + 'static>(
+    f: F,
+    remote: &super::remote::Remote,
+) -> Entry {
     #[cfg(feature = "trace")]
     if let Some(flow) = crate::trace::flow_start(remote) {
         return Entry::Message(Posted::new(crate::trace::Traced { flow, f }));

@@ -26,6 +26,7 @@
 //! ran).
 
 use std::any::Any;
+use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::mem::{self, ManuallyDrop, MaybeUninit};
 use std::ptr;
@@ -77,11 +78,17 @@ struct VTable {
 /// ```
 pub(crate) struct Posted {
     vtable: &'static VTable,
-    buf: Buf,
+    /// In a cell: `flow` makes a `&M`, and `M` may hold cells of its own.
+    buf: UnsafeCell<Buf>,
+    /// Neither `Send` nor `Sync` by itself (an `M` need not be `Sync`):
+    /// `Send` is claimed below.
+    _erased: PhantomData<*mut ()>,
 }
 
-// SAFETY: a `Posted` is only made from an `M: Message`, which is `Send`;
-// the buffer holds that `M` (or its box) and nothing else.
+// SAFETY: a `Posted` is only made from an `M: Message`, which is `Send +
+// 'static`, so the `M` (or its box) in the buffer may be run, handed back
+// or dropped on any thread. It is not `Sync`, as `Box<dyn Message>` was
+// not: `flow` may run on `&M`, and `M` need not be `Sync`.
 unsafe impl Send for Posted {}
 
 impl Posted {
@@ -101,30 +108,34 @@ impl Posted {
             unsafe { buf.as_mut_ptr().cast::<*mut M>().write(b) };
             &Boxed::<M>::VTABLE
         };
-        Posted { vtable, buf }
+        Posted {
+            vtable,
+            buf: UnsafeCell::new(buf),
+            _erased: PhantomData,
+        }
     }
 
     /// Runs the closure.
     #[inline]
     pub(crate) fn run(self) {
-        let mut me = ManuallyDrop::new(self);
+        let me = ManuallyDrop::new(self);
         // SAFETY: the buffer holds what the vtable was chosen for, and
         // `me` is never dropped, so it is not read after being moved out.
-        unsafe { (me.vtable.run)(&mut me.buf) }
+        unsafe { (me.vtable.run)(me.buf.get()) }
     }
 
     /// The closure as `Any` (for a refused post).
     pub(crate) fn into_any(self) -> Box<dyn Any + Send> {
-        let mut me = ManuallyDrop::new(self);
+        let me = ManuallyDrop::new(self);
         // SAFETY: as in `run`.
-        unsafe { (me.vtable.into_any)(&mut me.buf) }
+        unsafe { (me.vtable.into_any)(me.buf.get()) }
     }
 
     /// The trace flow id of the post, if it has one.
     pub(crate) fn flow(&self) -> Option<u64> {
         // SAFETY: the buffer holds what the vtable was chosen for; `flow`
-        // only reads it.
-        unsafe { (self.vtable.flow)(&self.buf) }
+        // only borrows it, and nothing moves it meanwhile (`&self`).
+        unsafe { (self.vtable.flow)(self.buf.get()) }
     }
 
     /// Whether the closure is stored inline rather than boxed.
@@ -138,7 +149,7 @@ impl Drop for Posted {
     fn drop(&mut self) {
         // SAFETY: the buffer holds what the vtable was chosen for; it is
         // dropped once, here, and never read again.
-        unsafe { (self.vtable.drop)(&mut self.buf) }
+        unsafe { (self.vtable.drop)(self.buf.get()) }
     }
 }
 
@@ -252,16 +263,26 @@ mod tests {
     #[test]
     fn small_closures_are_inline_and_large_ones_boxed() {
         let v = 7u64;
-        assert!(Posted::new(move || drop(v)).is_inline());
+        assert!(Posted::new(move || {
+            std::hint::black_box(v);
+        })
+        .is_inline());
         let (a, b) = (Arc::new(1), 2u64);
         assert!(Posted::new(move || drop((a, b))).is_inline());
         assert!(Posted::new(|| {}).is_inline());
         let big = [0u64; 3];
-        assert!(!Posted::new(move || drop(big)).is_inline());
+        assert!(!Posted::new(move || {
+            std::hint::black_box(big);
+        })
+        .is_inline());
         #[repr(align(16))]
         struct Wide(u8);
         let w = Wide(1);
-        assert!(!Posted::new(move || drop(w)).is_inline());
+        assert!(!Posted::new(move || {
+            std::hint::black_box(w.0);
+            let _w = w;
+        })
+        .is_inline());
     }
 
     #[test]
@@ -325,6 +346,31 @@ mod tests {
         }
     }
 
+    /// `flow` borrows the closure in place: one holding a cell of its own
+    /// (which Miri checks), padding in the buffer, and a traced post.
+    #[test]
+    fn flow_borrows_the_closure_in_place() {
+        let (c, pad) = (std::cell::Cell::new(1u8), 2usize);
+        let p = Posted::new(move || {
+            c.set(c.get() + 1);
+            assert_eq!((c.get(), pad), (2, 2));
+        });
+        assert!(p.is_inline());
+        assert_eq!(p.flow(), None);
+        p.run();
+        #[cfg(feature = "trace")]
+        {
+            let v = 3u64;
+            let t = Posted::new(crate::trace::Traced {
+                flow: 9,
+                f: move || assert_eq!(v, 3),
+            });
+            assert!(t.is_inline());
+            assert_eq!(t.flow(), Some(9));
+            t.run();
+        }
+    }
+
     #[test]
     fn into_any_gives_the_closure_back() {
         fn round_trip<F: FnOnce() + Send + 'static>(f: F) -> F {
@@ -332,9 +378,13 @@ mod tests {
         }
         let ran = Arc::new(AtomicUsize::new(0));
         let r = ran.clone();
-        round_trip(move || drop(r.fetch_add(1, Ordering::SeqCst)))();
+        round_trip(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })();
         let (r, wide) = (ran.clone(), [1usize; 4]);
-        round_trip(move || drop(r.fetch_add(wide[3], Ordering::SeqCst)))();
+        round_trip(move || {
+            r.fetch_add(wide[3], Ordering::SeqCst);
+        })();
         assert_eq!(ran.load(Ordering::SeqCst), 2);
         assert!(Posted::new(|| {}).into_any().downcast::<u64>().is_err());
     }
