@@ -32,7 +32,7 @@ fi
 
 queue_tests=(queue queue_model queue_stress)
 runtime_tests=(android cancel cross_thread embed fairness faults flood liveness observe panic
-  pressure quit spawn timer trace)
+  post_alloc pressure quit spawn timer trace)
 echo "SKIP miri io, io_fd_limit, compat: Miri has no TCP or UDP sockets, and no ioctl(FIONBIO) on a socketpair"
 echo "SKIP miri looper_fd_limit: Miri has no setrlimit"
 echo "SKIP miri embed_latency, pressure_memdelay: they measure latencies to the millisecond, and Miri's clock advances as it interprets"
