@@ -9,8 +9,8 @@ use super::class::{earlier, Class, Slot};
 use super::gate::Limbo;
 use super::heap::Key;
 use super::node::{
-    Node, BARRIER, COUNTED, FRONT, HEAP_DONE, LIFE_MASK, LIST_DONE, PASSES, PAYLOAD_GONE, REMOVED,
-    RETIRED, SWEPT, TAKEN, TICKET, USER_SHIFT, WALKED,
+    Node, BARRIER, COUNTED, FRONT, HEAP_DONE, LIFE_MASK, LIST_DONE, PASSES, PAYLOAD_GONE, QUEUED,
+    REMOVED, RETIRED, SWEPT, TAKEN, TICKET, USER_SHIFT, WALKED,
 };
 use super::producer::{ItemInfo, Producer};
 use super::shared::Shared;
@@ -193,6 +193,23 @@ impl<T> DeliQueue<T> {
     /// ([`Producer::push_barrier`]), only asynchronous items
     /// ([`Push::asynchronous`](super::Push::asynchronous)) come out.
     pub fn pop_swept(&mut self, now: u64) -> Option<Popped<T>> {
+        if self.barriers == 0 {
+            // No barrier, and one class empty: the other's order is the
+            // queue's, so pop it without merging.
+            loop {
+                let head = if self.asyn.is_empty() {
+                    self.sync.pop_due(now)
+                } else if self.sync.is_empty() {
+                    self.asyn.pop_due(now)
+                } else {
+                    break;
+                };
+                let (_, node) = head?;
+                if let Some(popped) = self.finish_heap_entry(node) {
+                    return Some(popped);
+                }
+            }
+        }
         self.pop_inner(now, true)
     }
 
@@ -440,10 +457,10 @@ impl<T> DeliQueue<T> {
     fn reclaim(&mut self) {
         let (gate, pool) = (&self.shared.gate, &self.shared.pool);
         let filling = &mut self.filling;
-        self.limbo.reclaim(gate, |node| {
+        self.limbo.reclaim(gate, |nodes| {
             // SAFETY: retired, unlinked, no tickets, and no walker can
-            // reach it any more (gate.rs); this is the consumer.
-            unsafe { Node::release(node, (pool, &mut *filling)) }
+            // reach them any more (gate.rs); this is the consumer.
+            unsafe { Node::release_all(nodes, (pool, &mut *filling)) }
         });
     }
 
@@ -569,8 +586,10 @@ impl<T> DeliQueue<T> {
                 self.seq_up += 1;
                 self.seq_up
             };
-            // SAFETY: consumer only.
-            unsafe { n.set_local(SWEPT) };
+            if cfg!(debug_assertions) {
+                // SAFETY: consumer only.
+                unsafe { n.set_local(SWEPT) };
+            }
             let key = Key {
                 when: meta.when,
                 seq,
@@ -644,6 +663,42 @@ impl<T> DeliQueue<T> {
         // SAFETY: heap entries point at live nodes.
         let n = unsafe { &*node };
         n.check_alive();
+        // The common case: a queued node without tickets (tickets are only
+        // made at push time, so a count of zero stays zero) that is not the
+        // marker. It is not on the free list: a ticket's last drop pushes a
+        // node there only once it is RETIRED, which `retire` sets only after
+        // the node left its class, and it is still in one until this pop.
+        // Once won it leaves the heap (it just did) and the stack (below),
+        // and nothing can refer to it but walkers: it goes straight to
+        // limbo, with no progress bits written (but in debug builds, for the
+        // double-unlink check).
+        if node != self.marker
+            && n.state.load(Ordering::Acquire) == QUEUED
+            && n.state
+                .compare_exchange(QUEUED, TAKEN, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            // SAFETY: this thread won the node, so it owns the payload; the
+            // node never reaches the free list (it has no ticket), so no one
+            // looks for PAYLOAD_GONE.
+            let item = unsafe { n.take_won() };
+            let info = ItemInfo::of(n);
+            self.live -= 1;
+            if cfg!(debug_assertions) {
+                // SAFETY: consumer only.
+                unsafe {
+                    debug_assert!(n.local() & LIST_DONE == 0, "unlinked twice");
+                    n.set_local(HEAP_DONE | PAYLOAD_GONE | LIST_DONE);
+                }
+            }
+            self.unlink_swept(node);
+            self.send_to_limbo(node);
+            return Some(Popped {
+                item,
+                when: info.when,
+                info,
+            });
+        }
         // SAFETY: consumer only.
         unsafe { n.set_local(HEAP_DONE) };
         if n.claim(TAKEN) {
@@ -677,11 +732,22 @@ impl<T> DeliQueue<T> {
             self.deferred = node;
             return;
         }
+        // SAFETY: consumer only.
+        unsafe { debug_assert!((*node).local() & LIST_DONE == 0, "unlinked twice") };
+        self.unlink_swept(node);
+        // SAFETY: consumer only.
+        unsafe { (*node).set_local(LIST_DONE) };
+    }
+
+    /// [`unlink`](Self::unlink) for a node known not to be the marker,
+    /// without recording it in the node's progress bits.
+    #[inline]
+    fn unlink_swept(&mut self, node: *mut Node<T>) {
+        debug_assert!(node != self.marker);
         // SAFETY: `node` is swept and not the marker, so `prev` is a live
-        // newer node; `prev`/`local` are consumer-only, `next` is atomic.
+        // newer node; `prev` is consumer-only, `next` is atomic.
         unsafe {
             (*node).check_alive();
-            debug_assert!((*node).local() & LIST_DONE == 0, "unlinked twice");
             let prev = (*node).prev.with(|p| *p);
             let next = (*node).next(Ordering::Acquire);
             (*prev).check_alive();
@@ -690,7 +756,6 @@ impl<T> DeliQueue<T> {
                 (*next).check_alive();
                 (*next).prev.with_mut(|p| *p = prev);
             }
-            (*node).set_local(LIST_DONE);
         }
     }
 
