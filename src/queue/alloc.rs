@@ -10,8 +10,9 @@
 //! * A node is recycled only where it would have been freed: by the
 //!   consumer, once it is retired, has no tickets, and its grace period has
 //!   passed (`gate.rs`). Nobody else can reach its memory then.
-//! * The consumer puts the memory in its own thread's *magazine* first (it
-//!   allocates too: timers, its own posts), then in a *handover*: an array
+//! * The consumer recycles what a grace period freed in one batch
+//!   ([`Pool::recycle_all`]): into its own thread's *magazine* first (it
+//!   allocates too: timers, its own posts), then into a *handover*: an array
 //!   of up to [`HANDOVER`] block addresses that it alone fills. A full one
 //!   goes on the queue's `returned` stack with one CAS (one per
 //!   [`HANDOVER`] blocks, not one per block); so does a partly filled one
@@ -21,9 +22,10 @@
 //!   sleep.
 //! * A producer allocates from its thread's magazine and refills it from
 //!   `returned`, taking the whole stack with one `swap(null)`: it copies
-//!   the handovers' addresses (the dead nodes are not read until each is
-//!   reused, so a refill costs no cache miss per node) and pushes the
-//!   emptied handovers, still linked, on the `spare` stack with one CAS.
+//!   the handovers' addresses, a slice at a time (the dead nodes are not
+//!   read until each is reused, so a refill costs no cache miss per node)
+//!   and pushes the emptied handovers, still linked, on the `spare` stack
+//!   with one CAS.
 //!   Else it falls back to the global allocator.
 //! * The consumer takes the whole `spare` stack with one `swap(null)` when
 //!   it needs an empty handover and has none left: handovers circulate
@@ -93,7 +95,7 @@ struct HandoverBody {
     /// The next (older) handover on its stack or list.
     next: *mut Handover,
     len: usize,
-    blocks: [*mut u8; HANDOVER],
+    blocks: [NonNull<u8>; HANDOVER],
 }
 
 impl Handover {
@@ -102,7 +104,7 @@ impl Handover {
             body: UnsafeCell::new(HandoverBody {
                 next: ptr::null_mut(),
                 len: 0,
-                blocks: [ptr::null_mut(); HANDOVER],
+                blocks: [NonNull::dangling(); HANDOVER],
             }),
         }))
     }
@@ -174,6 +176,7 @@ fn give_back(b: NonNull<u8>, layout: Layout) {
     }
 }
 
+#[inline]
 fn with_magazine<R>(layout: Layout, f: impl FnOnce(&mut Vec<NonNull<u8>>) -> R) -> Option<R> {
     MAGAZINES
         .try_with(|m| {
@@ -182,20 +185,28 @@ fn with_magazine<R>(layout: Layout, f: impl FnOnce(&mut Vec<NonNull<u8>>) -> R) 
             let idx = if m.0.get(hint).is_some_and(|(l, _)| *l == layout) {
                 hint
             } else {
-                let i = match m.0.iter().position(|(l, _)| *l == layout) {
-                    Some(i) => i,
-                    None => {
-                        m.0.push((layout, Vec::with_capacity(MAGAZINE_MAX)));
-                        m.0.len() - 1
-                    }
-                };
-                m.1 = i;
-                i
+                m.select(layout)
             };
             Some(f(&mut m.0[idx].1))
         })
         .ok()
         .flatten()
+}
+
+impl Magazines {
+    /// Finds (or makes) the magazine for `layout` and makes it the hint.
+    #[cold]
+    fn select(&mut self, layout: Layout) -> usize {
+        let i = match self.0.iter().position(|(l, _)| *l == layout) {
+            Some(i) => i,
+            None => {
+                self.0.push((layout, Vec::with_capacity(MAGAZINE_MAX)));
+                self.0.len() - 1
+            }
+        };
+        self.1 = i;
+        i
+    }
 }
 
 /// Calls `put` with every block of a chain of handovers, oldest handover
@@ -213,15 +224,54 @@ unsafe fn each_block(mut h: *mut Handover, mut put: impl FnMut(NonNull<u8>)) -> 
         h = unsafe {
             (*h).body.with(|b| {
                 let b = &*b;
-                for &block in &b.blocks[..b.len] {
-                    // SAFETY: handovers hold non-null blocks only.
-                    put(NonNull::new_unchecked(block));
-                }
+                b.blocks[..b.len].iter().for_each(|&block| put(block));
                 b.next
             })
         };
     }
     last
+}
+
+/// Takes the blocks of a chain of handovers: the first for the caller,
+/// the rest copied into `m` while it has room (a slice copy per handover:
+/// the blocks themselves are not read), the others given back. Returns the
+/// first block and the chain's last handover.
+///
+/// # Safety
+/// As [`each_block`].
+unsafe fn take_chain(
+    layout: Layout,
+    mut h: *mut Handover,
+    mut m: Option<&mut Vec<NonNull<u8>>>,
+) -> (Option<NonNull<u8>>, *mut Handover) {
+    let mut first = None;
+    let mut last = ptr::null_mut();
+    while !h.is_null() {
+        last = h;
+        // SAFETY: the caller's own handover (see the contract).
+        h = unsafe {
+            (*h).body.with(|b| {
+                let b = &*b;
+                let mut blocks = &b.blocks[..b.len];
+                if first.is_none() {
+                    if let Some((f, rest)) = blocks.split_first() {
+                        first = Some(*f);
+                        blocks = rest;
+                    }
+                }
+                let room = m
+                    .as_ref()
+                    .map_or(0, |m| MAGAZINE_MAX.saturating_sub(m.len()));
+                let keep = room.min(blocks.len());
+                if let Some(m) = m.as_deref_mut() {
+                    m.extend_from_slice(&blocks[..keep]);
+                }
+                blocks[keep..].iter().for_each(|&b| give_back(b, layout));
+                b.next
+            })
+        };
+    }
+    (first, last)
 }
 
 /// Frees a chain of handovers, not the blocks they list.
@@ -250,11 +300,19 @@ impl Pool {
     /// Memory for one node of `layout`: from this thread's magazine, else
     /// the `returned` stack, else the allocator. The flag says whether the
     /// block was recycled (it held a dead node).
+    #[inline]
     pub(crate) fn allocate(&self, layout: Layout) -> (NonNull<u8>, bool) {
         if let Some(Some(b)) = with_magazine(layout, |m| m.pop()) {
             super::probe_hit!(RECYCLED);
             return (b, true);
         }
+        self.allocate_slow(layout)
+    }
+
+    /// [`allocate`](Self::allocate) once this thread's magazine is empty.
+    #[cold]
+    #[inline(never)]
+    fn allocate_slow(&self, layout: Layout) -> (NonNull<u8>, bool) {
         if !self.returned.load(Ordering::Relaxed).is_null() {
             let chain = self.returned.swap(ptr::null_mut(), Ordering::Acquire);
             if !chain.is_null() {
@@ -277,28 +335,18 @@ impl Pool {
     /// first for the caller, the rest into the magazine (what does not fit
     /// goes back to the allocator); the emptied handovers go on `spare`.
     fn refill(&self, layout: Layout, chain: *mut Handover) -> Option<NonNull<u8>> {
-        let mut first = None;
-        let mut take = |b: NonNull<u8>, m: Option<&mut Vec<NonNull<u8>>>| {
-            if first.is_none() {
-                first = Some(b);
-            } else if let Some(m) = m.filter(|m| m.len() < MAGAZINE_MAX) {
-                m.push(b);
-            } else {
-                give_back(b, layout);
-            }
-        };
-        let mut todo = Some(chain);
-        let mut last = with_magazine(layout, |m| {
+        // The closure runs only if this thread has a magazine; if it does
+        // not (it is being torn down), the second call takes the chain.
+        let taken = with_magazine(layout, |m| {
             // SAFETY: the swap made this thread the owner of the chain, and
             // acquired the consumer's Release push of each handover.
-            unsafe { each_block(todo.take().unwrap_or(ptr::null_mut()), |b| take(b, Some(m))) }
+            unsafe { take_chain(layout, chain, Some(m)) }
         });
-        if let Some(chain) = todo {
-            // No magazine (this thread's is being torn down).
-            // SAFETY: as above.
-            last = Some(unsafe { each_block(chain, |b| take(b, None)) });
-        }
-        if let Some(last) = last.filter(|l| !l.is_null()) {
+        let (first, last) = taken.unwrap_or_else(|| {
+            // SAFETY: as above; the closure did not run.
+            unsafe { take_chain(layout, chain, None) }
+        });
+        if !last.is_null() {
             // The emptied chain, still linked, goes on `spare` whole.
             let mut top = self.spare.load(Ordering::Relaxed);
             loop {
@@ -318,36 +366,51 @@ impl Pool {
         first
     }
 
-    /// Gives back a block of `layout` that nobody can reach any more: to
-    /// this thread's magazine, else into the handover the consumer is
-    /// filling, pushed on `returned` when full.
+    /// Gives back blocks of `layout` that nobody can reach any more: to
+    /// this thread's magazine while it has room (one lookup for them all),
+    /// the rest into the handover the consumer is filling, which goes on
+    /// `returned` each time it is full (or, past [`RETURNED_MAX`], back to
+    /// the allocator: [`flush`](Self::flush)).
     ///
     /// # Safety
-    /// Only the consumer calls it, with its own [`Filling`]; `block` was
-    /// allocated with `layout` (as every block it recycles here), is dead
-    /// (no thread can reach it), and the caller owns it.
-    pub(crate) unsafe fn recycle(&self, layout: Layout, block: NonNull<u8>, filling: &mut Filling) {
-        if with_magazine(layout, |m| {
-            (m.len() < MAGAZINE_MAX).then(|| m.push(block)).is_some()
-        }) == Some(true)
-        {
+    /// Only the consumer calls it, with its own [`Filling`]; every block
+    /// was allocated with `layout` (as every block it recycles here), is
+    /// dead (no thread can reach it), and the caller owns it.
+    pub(crate) unsafe fn recycle_all(
+        &self,
+        layout: Layout,
+        blocks: impl Iterator<Item = NonNull<u8>>,
+        filling: &mut Filling,
+    ) {
+        let mut blocks = blocks.peekable();
+        if blocks.peek().is_none() {
             return;
         }
-        if filling.handover.is_null() {
-            filling.handover = self.empty_handover(filling);
-        }
-        // SAFETY: the handover being filled is the consumer's alone.
-        let full = unsafe {
-            (*filling.handover).body.with_mut(|b| {
-                let b = &mut *b;
-                b.blocks[b.len] = block.as_ptr();
-                b.len += 1;
-                b.len == HANDOVER
-            })
-        };
-        if full {
-            // SAFETY: as this function's contract.
-            unsafe { self.flush(layout, filling) };
+        with_magazine(layout, |m| {
+            while m.len() < MAGAZINE_MAX {
+                let Some(b) = blocks.next() else { break };
+                m.push(b);
+            }
+        });
+        while blocks.peek().is_some() {
+            if filling.handover.is_null() {
+                filling.handover = self.empty_handover(filling);
+            }
+            // SAFETY: the handover being filled is the consumer's alone.
+            let full = unsafe {
+                (*filling.handover).body.with_mut(|b| {
+                    let b = &mut *b;
+                    for (slot, block) in b.blocks[b.len..].iter_mut().zip(&mut blocks) {
+                        *slot = block;
+                        b.len += 1;
+                    }
+                    b.len == HANDOVER
+                })
+            };
+            if full {
+                // SAFETY: as this function's contract.
+                unsafe { self.flush(layout, filling) };
+            }
         }
     }
 
@@ -356,7 +419,7 @@ impl Pool {
     /// sleeps); else keeps filling it.
     ///
     /// # Safety
-    /// As [`recycle`](Self::recycle).
+    /// As [`recycle_all`](Self::recycle_all).
     pub(crate) unsafe fn flush_idle(&self, layout: Layout, filling: &mut Filling) {
         if self.returned.load(Ordering::Relaxed).is_null() {
             // SAFETY: as this function's contract.
@@ -392,7 +455,7 @@ impl Pool {
     /// [`RETURNED_MAX`] blocks already.
     ///
     /// # Safety
-    /// As [`recycle`](Self::recycle).
+    /// As [`recycle_all`](Self::recycle_all).
     pub(crate) unsafe fn flush(&self, layout: Layout, filling: &mut Filling) {
         let h = filling.handover;
         if h.is_null() {
@@ -412,9 +475,9 @@ impl Pool {
             unsafe {
                 (*h).body.with_mut(|b| {
                     let b = &mut *b;
-                    for &block in &b.blocks[..b.len] {
-                        give_back(NonNull::new_unchecked(block), layout);
-                    }
+                    b.blocks[..b.len]
+                        .iter()
+                        .for_each(|&block| give_back(block, layout));
                     b.len = 0;
                 })
             };
@@ -447,7 +510,7 @@ impl Pool {
     /// was filling (and the blocks it lists) and its private empty ones.
     ///
     /// # Safety
-    /// As [`recycle`](Self::recycle); the consumer makes no further call.
+    /// As [`recycle_all`](Self::recycle_all); the consumer makes no further call.
     pub(crate) unsafe fn free_filling(layout: Layout, filling: &mut Filling) {
         let h = std::mem::replace(&mut filling.handover, ptr::null_mut());
         // SAFETY: the consumer's own handover and list.

@@ -140,16 +140,17 @@ impl<P> Limbo<P> {
         self.peak.max(self.len())
     }
 
-    /// Frees what no walker can hold any more, calling `free` on each.
-    /// Never waits: with a walker of the pending grace period still
-    /// registered, it frees nothing and returns.
-    pub(crate) fn reclaim(&mut self, gate: &Gate, mut free: impl FnMut(P)) {
+    /// Frees what no walker can hold any more: `free` is given each batch
+    /// of freeable nodes whole (at most two batches per call), so it can
+    /// hand them on in bulk. Never waits: with a walker of the pending
+    /// grace period still registered, it frees nothing and returns.
+    pub(crate) fn reclaim(&mut self, gate: &Gate, mut free: impl FnMut(std::vec::Drain<'_, P>)) {
         self.peak = self.peak.max(self.len());
         if !self.pending.is_empty() {
             if gate.readers[self.pending_parity].load(Ordering::Acquire) != 0 {
                 return;
             }
-            self.pending.drain(..).for_each(&mut free);
+            free(self.pending.drain(..));
         }
         if self.current.is_empty() {
             return;
@@ -158,7 +159,7 @@ impl<P> Limbo<P> {
         self.pending_parity = old & 1;
         std::mem::swap(&mut self.pending, &mut self.current);
         if gate.readers[self.pending_parity].load(Ordering::Acquire) == 0 {
-            self.pending.drain(..).for_each(free);
+            free(self.pending.drain(..));
         }
     }
 

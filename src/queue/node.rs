@@ -12,6 +12,14 @@
 //! | `meta` (`when`, `tag`, `flags`) | producer before publishing; then immutable | anyone |
 //! | `payload`   | producer before publishing; then moved out once: by the consumer after it wins the node or processes a tombstone, or, for a tombstone that reached the free list after the queue was dropped, by the thread dropping the last handle (`Shared::drop`) | —               |
 //!
+//! `local` holds the consumer's progress bits (out of the heap, out of the
+//! stack, payload taken, counted as a tombstone; and, for a debug check
+//! only, swept), which decide when a node may be retired. A node without
+//! tickets that the consumer wins when it pops it (the common case) leaves
+//! the heap and the stack at once and goes straight to limbo: nothing reads
+//! its bits again, so they are written only in debug builds, where the
+//! double-unlink check reads them (`DeliQueue::finish_heap_entry`).
+//!
 //! Every field is in a [`crate::sync`] cell or atomic, so under loom each
 //! access is checked against the node's whole life, recycling included.
 //!
@@ -173,28 +181,31 @@ impl<T> Node<T> {
         self.dead.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// The consumer's release of a dead node: its memory is recycled
-    /// (`alloc.rs`).
+    /// The consumer's release of dead nodes, in bulk: their memory is
+    /// recycled (`alloc.rs`).
     ///
     /// # Safety
-    /// As for [`Node::free`], on the consumer thread, with the queue's
-    /// recycling pool and the consumer's side of it (`alloc.rs`).
-    pub(crate) unsafe fn release(
-        node: *mut Node<T>,
+    /// As for [`Node::free`], for each node, on the consumer thread, with
+    /// the queue's recycling pool and the consumer's side of it
+    /// (`alloc.rs`).
+    pub(crate) unsafe fn release_all(
+        nodes: impl Iterator<Item = *mut Node<T>>,
         (pool, filling): (&super::alloc::Pool, &mut super::alloc::Filling),
     ) {
-        #[cfg(loom)]
-        // SAFETY: see the contract; under loom the node is marked dead and
-        // its memory is only handed to the recycler, never deallocated.
-        unsafe {
-            (*node).mark_dead();
-        }
-        // SAFETY: the node is dead and its fields have no drop glue; the
-        // memory came from `Node::alloc` with this layout.
-        unsafe {
-            let block = NonNull::new_unchecked(node.cast::<u8>());
-            pool.recycle(Layout::new::<Node<T>>(), block, filling);
-        }
+        let blocks = nodes.map(|node| {
+            #[cfg(loom)]
+            // SAFETY: see the contract; under loom the node is marked dead
+            // and its memory is only handed to the recycler, never
+            // deallocated.
+            unsafe {
+                (*node).mark_dead();
+            }
+            // SAFETY: `Node::alloc` never returns null.
+            unsafe { NonNull::new_unchecked(node.cast::<u8>()) }
+        });
+        // SAFETY: the nodes are dead and their fields have no drop glue;
+        // their memory came from `Node::alloc` with this layout.
+        unsafe { pool.recycle_all(Layout::new::<Node<T>>(), blocks, filling) };
     }
 
     #[cfg(loom)]
@@ -294,6 +305,22 @@ impl<T> Node<T> {
         // SAFETY: consumer only.
         unsafe { self.set_local(PAYLOAD_GONE) };
         item
+    }
+
+    /// Takes the payload of a node the consumer won, without recording it
+    /// in the progress bits.
+    ///
+    /// # Safety
+    /// Consumer thread only, once it won the node (TAKEN), for a node that
+    /// has no ticket (so it never reaches the free list, where
+    /// `PAYLOAD_GONE` is looked at) and that goes straight to limbo, never
+    /// through `retire` or `unlink`, which read the progress bits.
+    #[inline]
+    pub(crate) unsafe fn take_won(&self) -> T {
+        self.check_alive();
+        // SAFETY: the caller owns the payload, which the producer
+        // initialised before publishing the node.
+        self.payload.with(|p| unsafe { ptr::read(p).assume_init() })
     }
 
     /// Takes the payload of a node that was never published.
