@@ -209,14 +209,15 @@ impl Magazines {
     }
 }
 
-/// Calls `put` with every block of a chain of handovers, oldest handover
-/// last, and returns the chain's last handover (null for an empty chain).
+/// Calls `f` with the blocks each handover of a chain lists, in chain
+/// order (oldest handover last), and returns the chain's last handover
+/// (null for an empty chain).
 ///
 /// # Safety
 /// The caller owns the chain (it took it with a swap, or nobody else can
 /// reach it); each handover was filled before the Release push that the
 /// swap acquired.
-unsafe fn each_block(mut h: *mut Handover, mut put: impl FnMut(NonNull<u8>)) -> *mut Handover {
+unsafe fn each_handover(mut h: *mut Handover, mut f: impl FnMut(&[NonNull<u8>])) -> *mut Handover {
     let mut last = ptr::null_mut();
     while !h.is_null() {
         last = h;
@@ -224,12 +225,22 @@ unsafe fn each_block(mut h: *mut Handover, mut put: impl FnMut(NonNull<u8>)) -> 
         h = unsafe {
             (*h).body.with(|b| {
                 let b = &*b;
-                b.blocks[..b.len].iter().for_each(|&block| put(block));
+                f(&b.blocks[..b.len]);
                 b.next
             })
         };
     }
     last
+}
+
+/// Calls `put` with every block of a chain of handovers; returns the
+/// chain's last handover.
+///
+/// # Safety
+/// As [`each_handover`].
+unsafe fn each_block(h: *mut Handover, mut put: impl FnMut(NonNull<u8>)) -> *mut Handover {
+    // SAFETY: as this function's contract.
+    unsafe { each_handover(h, |blocks| blocks.iter().for_each(|&b| put(b))) }
 }
 
 /// Takes the blocks of a chain of handovers: the first for the caller,
@@ -238,39 +249,32 @@ unsafe fn each_block(mut h: *mut Handover, mut put: impl FnMut(NonNull<u8>)) -> 
 /// first block and the chain's last handover.
 ///
 /// # Safety
-/// As [`each_block`].
+/// As [`each_handover`].
 unsafe fn take_chain(
     layout: Layout,
-    mut h: *mut Handover,
+    h: *mut Handover,
     mut m: Option<&mut Vec<NonNull<u8>>>,
 ) -> (Option<NonNull<u8>>, *mut Handover) {
     let mut first = None;
-    let mut last = ptr::null_mut();
-    while !h.is_null() {
-        last = h;
-        // SAFETY: the caller's own handover (see the contract).
-        h = unsafe {
-            (*h).body.with(|b| {
-                let b = &*b;
-                let mut blocks = &b.blocks[..b.len];
-                if first.is_none() {
-                    if let Some((f, rest)) = blocks.split_first() {
-                        first = Some(*f);
-                        blocks = rest;
-                    }
+    // SAFETY: as this function's contract.
+    let last = unsafe {
+        each_handover(h, |mut blocks| {
+            if first.is_none() {
+                if let Some((f, rest)) = blocks.split_first() {
+                    first = Some(*f);
+                    blocks = rest;
                 }
-                let room = m
-                    .as_ref()
-                    .map_or(0, |m| MAGAZINE_MAX.saturating_sub(m.len()));
-                let keep = room.min(blocks.len());
-                if let Some(m) = m.as_deref_mut() {
-                    m.extend_from_slice(&blocks[..keep]);
-                }
-                blocks[keep..].iter().for_each(|&b| give_back(b, layout));
-                b.next
-            })
-        };
-    }
+            }
+            let room = m
+                .as_ref()
+                .map_or(0, |m| MAGAZINE_MAX.saturating_sub(m.len()));
+            let keep = room.min(blocks.len());
+            if let Some(m) = m.as_deref_mut() {
+                m.extend_from_slice(&blocks[..keep]);
+            }
+            blocks[keep..].iter().for_each(|&b| give_back(b, layout));
+        })
+    };
     (first, last)
 }
 
