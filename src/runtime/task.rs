@@ -35,7 +35,13 @@ where
         move |()| Registered::new(future, id),
         schedule_with(share, false),
     );
-    runnable.schedule();
+    // The first schedule, done here rather than through
+    // `Runnable::schedule`: that one clones and drops a waker around the
+    // call (two RMWs on the task's state word, the drop often after the
+    // loop has taken the task's line) to keep the task alive while the
+    // schedule function runs, since that function lives in the task. Here
+    // the `Task` handle keeps it alive, and `remote` is the caller's.
+    schedule(remote, runnable, false);
     task
 }
 
@@ -57,7 +63,8 @@ where
         move |()| Registered::new(future, id),
         move |runnable| schedule(&remote, runnable, true),
     );
-    runnable.schedule();
+    // As in `spawn`: the first schedule without async-task's guard waker.
+    schedule(&core.remote, runnable, true);
     task
 }
 
