@@ -22,10 +22,17 @@
 //!   sleep.
 //! * A producer allocates from its thread's magazine and refills it from
 //!   `returned`, taking the whole stack with one `swap(null)`: it copies
-//!   the handovers' addresses, a slice at a time (the dead nodes are not
-//!   read until each is reused, so a refill costs no cache miss per node)
-//!   and pushes the emptied handovers, still linked, on the `spare` stack
-//!   with one CAS.
+//!   the handovers' addresses (the dead nodes are not read until each is
+//!   reused, so a refill costs no cache miss per node) and pushes the
+//!   emptied handovers, still linked, on the `spare` stack with one CAS.
+//! * Address order is kept round the cycle: a producer pops its magazine
+//!   from the end and copies each handover into it in reverse, newest
+//!   handover first, so blocks the consumer freed in address order are
+//!   reused in address order. Items due now are popped in push order,
+//!   so a flow of them keeps its nodes at rising addresses, and the
+//!   consumer's walk down the stack (one dependent load per node) meets
+//!   them at a steady stride the hardware prefetcher follows, instead of
+//!   at scattered addresses.
 //!   Else it falls back to the global allocator.
 //! * The consumer takes the whole `spare` stack with one `swap(null)` when
 //!   it needs an empty handover and has none left: handovers circulate
@@ -243,10 +250,11 @@ unsafe fn each_block(h: *mut Handover, mut put: impl FnMut(NonNull<u8>)) -> *mut
     unsafe { each_handover(h, |blocks| blocks.iter().for_each(|&b| put(b))) }
 }
 
-/// Takes the blocks of a chain of handovers: the first for the caller,
-/// the rest copied into `m` while it has room (a slice copy per handover:
-/// the blocks themselves are not read), the others given back. Returns the
-/// first block and the chain's last handover.
+/// Takes the blocks of a chain of handovers into `m` while it has room,
+/// each handover's in reverse (so that blocks freed in address order are
+/// reused in address order: the module docs), and gives the others back.
+/// Returns a block for the caller (the magazine's next) and the chain's
+/// last handover.
 ///
 /// # Safety
 /// As [`each_handover`].
@@ -255,25 +263,30 @@ unsafe fn take_chain(
     h: *mut Handover,
     mut m: Option<&mut Vec<NonNull<u8>>>,
 ) -> (Option<NonNull<u8>>, *mut Handover) {
-    let mut first = None;
+    // With no magazine (this thread's is being torn down): one block for
+    // the caller, the rest given back.
+    let mut spare = None;
     // SAFETY: as this function's contract.
     let last = unsafe {
-        each_handover(h, |mut blocks| {
-            if first.is_none() {
-                if let Some((f, rest)) = blocks.split_first() {
-                    first = Some(*f);
-                    blocks = rest;
+        each_handover(h, |blocks| match m.as_deref_mut() {
+            Some(m) => {
+                let keep = MAGAZINE_MAX.saturating_sub(m.len()).min(blocks.len());
+                m.extend(blocks[..keep].iter().rev());
+                blocks[keep..].iter().for_each(|&b| give_back(b, layout));
+            }
+            None => {
+                for &b in blocks {
+                    match spare {
+                        None => spare = Some(b),
+                        Some(_) => give_back(b, layout),
+                    }
                 }
             }
-            let room = m
-                .as_ref()
-                .map_or(0, |m| MAGAZINE_MAX.saturating_sub(m.len()));
-            let keep = room.min(blocks.len());
-            if let Some(m) = m.as_deref_mut() {
-                m.extend_from_slice(&blocks[..keep]);
-            }
-            blocks[keep..].iter().for_each(|&b| give_back(b, layout));
         })
+    };
+    let first = match m {
+        Some(m) => m.pop(),
+        None => spare,
     };
     (first, last)
 }
