@@ -365,6 +365,66 @@ fn node_recycling_across_threads() {
     reached(&SPARE_TAKEN, "the consumer taking emptied handovers");
 }
 
+/// The consumer's reserve: with a backlog pending, memory freed past the
+/// magazine and the `returned` bound is kept in full handovers, and moved
+/// onto `returned` once a producer on another thread has emptied it; the
+/// producer then reuses it. Two relaxed flags (no happens-before of their
+/// own) make the feed land between the producer's first take and its
+/// next one, so only the queue's own orderings can make the consumer's
+/// writes to the handovers and nodes visible: every field of both is a
+/// loom cell. Fails with the feed's push made Relaxed (checked). Items
+/// arrive once.
+#[test]
+fn the_reserve_feeds_a_producer() {
+    use deliloop::queue::probe::{FED, RESERVED, RETURNED_TAKEN};
+    use loom::sync::atomic::AtomicBool;
+    loom::model(|| {
+        let mut q = DeliQueue::new();
+        let p = q.producer();
+        // A backlog of four keeps the reserve's bound at four blocks.
+        for i in 0..4u32 {
+            let _ = p.push(100 + i, 1_000).unwrap();
+        }
+        for i in 0..7u32 {
+            let _ = p.push(i, 0).unwrap();
+        }
+        // Six of the seven nodes freed (the newest stays as the marker):
+        // two to the magazine, two on `returned`, two to the reserve.
+        let mut got: Vec<u32> = std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)).collect();
+        q.maintain();
+        q.maintain();
+        let took = Arc::new(AtomicBool::new(false));
+        let fed = Arc::new(AtomicBool::new(false));
+        let (took2, fed2) = (took.clone(), fed.clone());
+        let p2 = p.clone();
+        let producer = thread::spawn(move || {
+            // Takes `returned`'s two blocks and uses them.
+            let _ = p2.push(10, 0).unwrap();
+            let _ = p2.push(11, 0).unwrap();
+            took2.store(true, loom::sync::atomic::Ordering::Relaxed);
+            while !fed2.load(loom::sync::atomic::Ordering::Relaxed) {
+                thread::yield_now();
+            }
+            // Takes the fed chain.
+            let _ = p2.push(12, 0).unwrap();
+        });
+        while !took.load(loom::sync::atomic::Ordering::Relaxed) {
+            thread::yield_now();
+        }
+        q.maintain();
+        fed.store(true, loom::sync::atomic::Ordering::Relaxed);
+        producer.join().unwrap();
+        got.extend(std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)));
+        q.maintain();
+        got.sort();
+        assert_eq!(got, [0, 1, 2, 3, 4, 5, 6, 10, 11, 12]);
+        assert_eq!(q.len(), 4);
+    });
+    reached(&RESERVED, "a handover kept in the reserve");
+    reached(&FED, "the reserve moved onto returned");
+    reached(&RETURNED_TAKEN, "a producer taking the fed chain");
+}
+
 /// The consumer announces a sleep while another thread closes the queue:
 /// either the consumer sees the close and does not sleep, or the closer is
 /// told to wake it.

@@ -118,12 +118,32 @@ impl Handover {
 }
 
 /// The consumer's side of the pool: the handover it is filling, its
-/// private list of empty ones, and its count of blocks pushed on
-/// `returned` since it last saw the stack empty.
+/// private list of empty ones, its count of blocks pushed on `returned`
+/// since it last saw the stack empty, and its reserve of full handovers.
 pub(crate) struct Filling {
     handover: *mut Handover,
     spares: *mut Handover,
     pushed: usize,
+    /// Full handovers kept while `returned` is at its bound, oldest first
+    /// (linked through their `next`), instead of giving their blocks back
+    /// to the allocator; moved onto `returned` once producers empty it
+    /// ([`Pool::feed`]).
+    reserve: *mut Handover,
+    reserve_tail: *mut Handover,
+    /// Blocks in the reserve.
+    reserved: usize,
+    /// How many blocks the reserve may hold: the consumer sets it to its
+    /// backlog before it recycles, so free memory kept back never exceeds
+    /// what the pending items hold.
+    pub(crate) reserve_max: usize,
+}
+
+impl Filling {
+    /// Whether the reserve holds a handover.
+    #[inline]
+    pub(crate) fn has_reserve(&self) -> bool {
+        !self.reserve.is_null()
+    }
 }
 
 impl Default for Filling {
@@ -132,6 +152,10 @@ impl Default for Filling {
             handover: ptr::null_mut(),
             spares: ptr::null_mut(),
             pushed: 0,
+            reserve: ptr::null_mut(),
+            reserve_tail: ptr::null_mut(),
+            reserved: 0,
+            reserve_max: 0,
         }
     }
 }
@@ -442,6 +466,93 @@ impl Pool {
             // SAFETY: as this function's contract.
             unsafe { self.flush(layout, filling) };
         }
+        // The loop goes idle: what the reserve still holds goes back to the
+        // allocator.
+        // SAFETY: as this function's contract.
+        unsafe { Self::drop_reserve(layout, filling) };
+    }
+
+    /// Moves reserved handovers onto `returned` if producers emptied it,
+    /// up to [`RETURNED_MAX`] blocks, linked so that a producer reuses the
+    /// oldest blocks first (the module docs: address order). One load when
+    /// there is nothing to do.
+    ///
+    /// # Safety
+    /// As [`recycle_all`](Self::recycle_all).
+    pub(crate) unsafe fn feed(&self, filling: &mut Filling) {
+        if filling.reserve.is_null() || !self.returned.load(Ordering::Relaxed).is_null() {
+            return;
+        }
+        super::probe_hit!(FED);
+        filling.pushed = 0;
+        // Take the oldest handovers, relinking each onto the one before,
+        // so the newest is on top of the chain and the oldest at its end.
+        let mut chain: *mut Handover = ptr::null_mut();
+        let mut bottom: *mut Handover = ptr::null_mut();
+        let mut blocks = 0;
+        while !filling.reserve.is_null() {
+            let h = filling.reserve;
+            // SAFETY: the reserve is the consumer's alone.
+            let len = unsafe { (*h).body.with(|b| (*b).len) };
+            if blocks > 0 && blocks + len > RETURNED_MAX {
+                break;
+            }
+            // SAFETY: as above.
+            filling.reserve = unsafe {
+                (*h).body
+                    .with_mut(|b| std::mem::replace(&mut (*b).next, chain))
+            };
+            if bottom.is_null() {
+                bottom = h;
+            }
+            chain = h;
+            blocks += len;
+        }
+        if filling.reserve.is_null() {
+            filling.reserve_tail = ptr::null_mut();
+        }
+        filling.reserved -= blocks;
+        let mut top = ptr::null_mut();
+        loop {
+            // SAFETY: the consumer owns the chain until the CAS succeeds.
+            unsafe { (*bottom).body.with_mut(|b| (*b).next = top) };
+            match self.returned.compare_exchange_weak(
+                top,
+                chain,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                Err(actual) => top = actual,
+            }
+        }
+        filling.pushed += blocks;
+    }
+
+    /// Gives the reserve's blocks back to the allocator and keeps its
+    /// handovers as empty ones.
+    ///
+    /// # Safety
+    /// As [`recycle_all`](Self::recycle_all).
+    unsafe fn drop_reserve(layout: Layout, filling: &mut Filling) {
+        while !filling.reserve.is_null() {
+            let h = filling.reserve;
+            // SAFETY: the reserve and the list of empty handovers are the
+            // consumer's alone; the blocks are dead.
+            filling.reserve = unsafe {
+                (*h).body.with_mut(|b| {
+                    let b = &mut *b;
+                    b.blocks[..b.len]
+                        .iter()
+                        .for_each(|&block| give_back(block, layout));
+                    b.len = 0;
+                    std::mem::replace(&mut b.next, filling.spares)
+                })
+            };
+            filling.spares = h;
+        }
+        filling.reserve_tail = ptr::null_mut();
+        filling.reserved = 0;
     }
 
     /// An empty handover for the consumer: from its private list, else the
@@ -483,9 +594,31 @@ impl Pool {
         if len == 0 {
             return;
         }
+        if self.returned.load(Ordering::Relaxed).is_null() {
+            // Producers emptied it: the reserve's older blocks go first.
+            // SAFETY: as this function's contract.
+            unsafe { self.feed(filling) };
+        }
         let mut top = self.returned.load(Ordering::Relaxed);
         if top.is_null() {
             filling.pushed = 0;
+        }
+        if filling.pushed + len > RETURNED_MAX && filling.reserved + len <= filling.reserve_max {
+            // Producers have enough for now: keep it, at the reserve's end.
+            super::probe_hit!(RESERVED);
+            // SAFETY: the handover and the reserve are the consumer's.
+            unsafe {
+                (*h).body.with_mut(|b| (*b).next = ptr::null_mut());
+                if filling.reserve_tail.is_null() {
+                    filling.reserve = h;
+                } else {
+                    (*filling.reserve_tail).body.with_mut(|b| (*b).next = h);
+                }
+            }
+            filling.reserve_tail = h;
+            filling.reserved += len;
+            filling.handover = ptr::null_mut();
+            return;
         }
         if filling.pushed + len > RETURNED_MAX {
             // SAFETY: as above; the blocks are dead and the consumer's.
@@ -529,6 +662,8 @@ impl Pool {
     /// # Safety
     /// As [`recycle_all`](Self::recycle_all); the consumer makes no further call.
     pub(crate) unsafe fn free_filling(layout: Layout, filling: &mut Filling) {
+        // SAFETY: as this function's contract.
+        unsafe { Self::drop_reserve(layout, filling) };
         let h = std::mem::replace(&mut filling.handover, ptr::null_mut());
         // SAFETY: the consumer's own handover and list.
         unsafe {

@@ -435,6 +435,10 @@ impl<T> DeliQueue<T> {
         if self.limbo.len() > 0 {
             self.reclaim();
         }
+        if self.filling.has_reserve() {
+            // SAFETY: this is the consumer, with its own reserve.
+            unsafe { self.shared.pool.feed(&mut self.filling) };
+        }
         if !self.to_drop.is_empty() && !self.hold_drops {
             self.to_drop.clear();
         }
@@ -457,6 +461,7 @@ impl<T> DeliQueue<T> {
     fn reclaim(&mut self) {
         let (gate, pool) = (&self.shared.gate, &self.shared.pool);
         let filling = &mut self.filling;
+        filling.reserve_max = self.live;
         self.limbo.reclaim(gate, |nodes| {
             // SAFETY: retired, unlinked, no tickets, and no walker can
             // reach them any more (gate.rs); this is the consumer.

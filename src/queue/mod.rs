@@ -136,6 +136,10 @@ pub mod probe {
     pub static SPARE_TAKEN: AtomicUsize = AtomicUsize::new(0);
     /// The heap was compacted.
     pub static COMPACTIONS: AtomicUsize = AtomicUsize::new(0);
+    /// The consumer kept a full handover in its reserve.
+    pub static RESERVED: AtomicUsize = AtomicUsize::new(0);
+    /// The consumer moved reserved handovers onto `returned`.
+    pub static FED: AtomicUsize = AtomicUsize::new(0);
 
     pub(crate) fn hit(c: &AtomicUsize) {
         c.fetch_add(1, Ordering::Relaxed);
