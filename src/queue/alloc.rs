@@ -48,7 +48,16 @@
 //!   node that served one queue may serve another of the same layout), are
 //!   bounded by [`MAGAZINE_MAX`], and are freed when their thread exits.
 //!   The consumer pushes at most [`RETURNED_MAX`] blocks on `returned`
-//!   between two times it sees it empty; past either bound, memory goes
+//!   between two times it sees it empty. Past that bound it keeps full
+//!   handovers in a private *reserve*, oldest first, up to as many blocks
+//!   as items are pending (free memory kept back never exceeds what the
+//!   backlog holds), and moves them onto `returned` once producers have
+//!   emptied it ([`Pool::feed`]: at each maintain and before each push);
+//!   in a flood the producers then reuse the loop's memory, in address
+//!   order, instead of the loop freeing the producers' memory on its
+//!   thread and the producers allocating fresh. The reserve goes back to
+//!   the allocator when the consumer goes idle and when the queue is
+//!   dropped. Past the reserve's bound, and past a magazine's, memory goes
 //!   back to the allocator. Handovers are made only when the consumer has
 //!   no empty one, so their number is bounded by the blocks in flight
 //!   divided by [`HANDOVER`], plus the partial ones (at most one on
