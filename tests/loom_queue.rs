@@ -369,19 +369,22 @@ fn node_recycling_across_threads() {
 /// magazine and the `returned` bound is kept in full handovers, and moved
 /// onto `returned` once a producer on another thread has emptied it; the
 /// producer then reuses it. Two relaxed flags (no happens-before of their
-/// own) make the feed land between the producer's first take and its
-/// next one, so only the queue's own orderings can make the consumer's
-/// writes to the handovers and nodes visible: every field of both is a
-/// loom cell. Fails with the feed's push made Relaxed (checked). Items
-/// arrive once.
+/// own) order the feed between the producer's first take and its next
+/// one, so only the queue's own orderings can make the feed's relinking
+/// of the handovers visible to the producer that reads them (a
+/// handover's fields are loom cells). Fails with the feed's push made
+/// Relaxed (checked). Items arrive once, and some execution has the
+/// producer reuse a block of the fed chain.
 #[test]
 fn the_reserve_feeds_a_producer() {
-    use deliloop::queue::probe::{FED, RESERVED, RETURNED_TAKEN};
+    use deliloop::queue::probe::{FED, RECYCLED, RESERVED};
     use loom::sync::atomic::AtomicBool;
+    static REUSED_FED: AtomicUsize = AtomicUsize::new(0);
     loom::model(|| {
         let mut q = DeliQueue::new();
         let p = q.producer();
-        // A backlog of four keeps the reserve's bound at four blocks.
+        // A backlog of four keeps the reserve's bound at four blocks or
+        // more.
         for i in 0..4u32 {
             let _ = p.push(100 + i, 1_000).unwrap();
         }
@@ -405,8 +408,13 @@ fn the_reserve_feeds_a_producer() {
             while !fed2.load(loom::sync::atomic::Ordering::Relaxed) {
                 thread::yield_now();
             }
-            // Takes the fed chain.
+            // Its magazine is empty: a recycled block now can only come
+            // from the fed chain.
+            let before = RECYCLED.load(Ordering::SeqCst);
             let _ = p2.push(12, 0).unwrap();
+            if RECYCLED.load(Ordering::SeqCst) > before {
+                REUSED_FED.fetch_add(1, Ordering::SeqCst);
+            }
         });
         while !took.load(loom::sync::atomic::Ordering::Relaxed) {
             thread::yield_now();
@@ -422,7 +430,7 @@ fn the_reserve_feeds_a_producer() {
     });
     reached(&RESERVED, "a handover kept in the reserve");
     reached(&FED, "the reserve moved onto returned");
-    reached(&RETURNED_TAKEN, "a producer taking the fed chain");
+    reached(&REUSED_FED, "a producer reusing a block of the fed chain");
 }
 
 /// The consumer announces a sleep while another thread closes the queue:

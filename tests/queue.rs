@@ -453,3 +453,44 @@ fn drain_returns_barriers_too() {
     assert!(d[0].info.is_barrier() && d[0].item == "b");
     assert_eq!(d[1].item, "x");
 }
+
+/// A flood whose memory producers do not come back for: the consumer keeps
+/// freed node memory back for them (its reserve) only up to what is still
+/// pending, gives the rest back as the backlog drains, and keeps none once
+/// it goes to sleep.
+#[test]
+fn memory_kept_back_for_producers_never_exceeds_the_backlog() {
+    let mut q = DeliQueue::new();
+    let p = q.producer();
+    let n = if cfg!(miri) { 400 } else { 100_000 };
+    for i in 0..10 {
+        let _ = p.push(u64::MAX - i, 1_000_000).unwrap();
+    }
+    for i in 0..n {
+        let _ = p.push(i, 0).unwrap();
+    }
+    q.maintain();
+    let mut peak = 0;
+    let mut popped = 0;
+    while popped < n {
+        for _ in 0..97 {
+            if q.pop_swept(0).is_none() {
+                break;
+            }
+            popped += 1;
+        }
+        q.maintain();
+        peak = peak.max(q.reserved_blocks());
+        assert!(
+            q.reserved_blocks() <= q.len(),
+            "{} blocks kept back with {} pending",
+            q.reserved_blocks(),
+            q.len()
+        );
+    }
+    assert!(peak > 0, "the reserve was never used");
+    assert_eq!(q.len(), 10);
+    assert!(q.prepare_sleep(Some(1_000_000)));
+    q.wake();
+    assert_eq!(q.reserved_blocks(), 0);
+}

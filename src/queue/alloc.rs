@@ -25,15 +25,15 @@
 //!   the handovers' addresses (the dead nodes are not read until each is
 //!   reused, so a refill costs no cache miss per node) and pushes the
 //!   emptied handovers, still linked, on the `spare` stack with one CAS.
-//! * Address order is kept round the cycle: a producer pops its magazine
-//!   from the end and copies each handover into it in reverse, newest
-//!   handover first, so blocks the consumer freed in address order are
-//!   reused in address order. Items due now are popped in push order,
-//!   so a flow of them keeps its nodes at rising addresses, and the
-//!   consumer's walk down the stack (one dependent load per node) meets
-//!   them at a steady stride the hardware prefetcher follows, instead of
-//!   at scattered addresses.
 //!   Else it falls back to the global allocator.
+//! * Address order is kept round the cycle: a magazine pops from its end,
+//!   a producer copies each handover into it in reverse, newest handover
+//!   first, and the consumer reverses what it puts in its own, so blocks
+//!   freed in address order are reused in address order. Items due now
+//!   are popped in push order, so a flow of them keeps its nodes at rising
+//!   addresses, and the consumer's walk down the stack (one dependent load
+//!   per node) meets them at a steady stride the hardware prefetcher
+//!   follows, instead of at scattered addresses.
 //! * The consumer takes the whole `spare` stack with one `swap(null)` when
 //!   it needs an empty handover and has none left: handovers circulate
 //!   between the two stacks and are allocated only while their number
@@ -89,6 +89,10 @@ pub(crate) const MAGAZINE_MAX: usize = if cfg!(loom) {
 /// Node blocks the `returned` stack may hold.
 pub(crate) const RETURNED_MAX: usize = MAGAZINE_MAX;
 
+/// Empty handovers the consumer keeps when it goes idle: enough for the
+/// `returned` stack at its bound and the one it fills.
+const SPARES_KEPT: usize = RETURNED_MAX / HANDOVER + 2;
+
 /// Dead blocks per handover: the consumer pushes on `returned` once per
 /// this many.
 pub(crate) const HANDOVER: usize = if cfg!(loom) {
@@ -133,7 +137,7 @@ pub(crate) struct Filling {
     handover: *mut Handover,
     spares: *mut Handover,
     pushed: usize,
-    /// Full handovers kept while `returned` is at its bound, oldest first
+    /// Handovers kept while `returned` is at its bound, oldest first
     /// (linked through their `next`), instead of giving their blocks back
     /// to the allocator; moved onto `returned` once producers empty it
     /// ([`Pool::feed`]).
@@ -152,6 +156,11 @@ impl Filling {
     #[inline]
     pub(crate) fn has_reserve(&self) -> bool {
         !self.reserve.is_null()
+    }
+
+    /// Blocks in the reserve.
+    pub(crate) fn reserved(&self) -> usize {
+        self.reserved
     }
 }
 
@@ -298,7 +307,7 @@ unsafe fn take_chain(
 ) -> (Option<NonNull<u8>>, *mut Handover) {
     // With no magazine (this thread's is being torn down): one block for
     // the caller, the rest given back.
-    let mut spare = None;
+    let mut for_caller = None;
     // SAFETY: as this function's contract.
     let last = unsafe {
         each_handover(h, |blocks| match m.as_deref_mut() {
@@ -309,8 +318,8 @@ unsafe fn take_chain(
             }
             None => {
                 for &b in blocks {
-                    match spare {
-                        None => spare = Some(b),
+                    match for_caller {
+                        None => for_caller = Some(b),
                         Some(_) => give_back(b, layout),
                     }
                 }
@@ -319,7 +328,7 @@ unsafe fn take_chain(
     };
     let first = match m {
         Some(m) => m.pop(),
-        None => spare,
+        None => for_caller,
     };
     (first, last)
 }
@@ -381,9 +390,10 @@ impl Pool {
         )
     }
 
-    /// Takes the blocks of a chain this thread swapped off `returned`: the
-    /// first for the caller, the rest into the magazine (what does not fit
-    /// goes back to the allocator); the emptied handovers go on `spare`.
+    /// Takes the blocks of a chain this thread swapped off `returned` into
+    /// the magazine (what does not fit goes back to the allocator) and
+    /// returns the magazine's next for the caller; the emptied handovers go
+    /// on `spare`.
     fn refill(&self, layout: Layout, chain: *mut Handover) -> Option<NonNull<u8>> {
         // The closure runs only if this thread has a magazine; if it does
         // not (it is being torn down), the second call takes the chain.
@@ -437,10 +447,13 @@ impl Pool {
             return;
         }
         with_magazine(layout, |m| {
+            let start = m.len();
             while m.len() < MAGAZINE_MAX {
                 let Some(b) = blocks.next() else { break };
                 m.push(b);
             }
+            // Popped from the end: reversed, the first freed comes first.
+            m[start..].reverse();
         });
         while blocks.peek().is_some() {
             if filling.handover.is_null() {
@@ -464,27 +477,35 @@ impl Pool {
         }
     }
 
-    /// Before the consumer sleeps: pushes its partly filled handover if
-    /// `returned` is empty (producers would otherwise allocate while it
-    /// sleeps); else keeps filling it.
+    /// Before the consumer sleeps: if `returned` is empty, feeds it from
+    /// the reserve and pushes the partly filled handover (producers would
+    /// otherwise allocate while it sleeps); then gives what the reserve
+    /// still holds back to the allocator.
     ///
     /// # Safety
     /// As [`recycle_all`](Self::recycle_all).
     pub(crate) unsafe fn flush_idle(&self, layout: Layout, filling: &mut Filling) {
         if self.returned.load(Ordering::Relaxed).is_null() {
             // SAFETY: as this function's contract.
-            unsafe { self.flush(layout, filling) };
+            unsafe {
+                self.feed(filling);
+                self.flush(layout, filling);
+            }
         }
         // The loop goes idle: what the reserve still holds goes back to the
-        // allocator.
+        // allocator, and so do the empty handovers a flood left.
         // SAFETY: as this function's contract.
-        unsafe { Self::drop_reserve(layout, filling) };
+        unsafe {
+            Self::drop_reserve(layout, filling);
+            Self::trim_spares(filling);
+        }
     }
 
     /// Moves reserved handovers onto `returned` if producers emptied it,
     /// up to [`RETURNED_MAX`] blocks, linked so that a producer reuses the
-    /// oldest blocks first (the module docs: address order). One load when
-    /// there is nothing to do.
+    /// oldest blocks first (the module docs: address order). Nothing to do
+    /// costs one load of `returned` while the reserve holds anything, none
+    /// otherwise.
     ///
     /// # Safety
     /// As [`recycle_all`](Self::recycle_all).
@@ -538,30 +559,78 @@ impl Pool {
         filling.pushed += blocks;
     }
 
-    /// Gives the reserve's blocks back to the allocator and keeps its
-    /// handovers as empty ones.
+    /// Gives the whole reserve back ([`trim_reserve`](Self::trim_reserve)
+    /// to zero).
     ///
     /// # Safety
     /// As [`recycle_all`](Self::recycle_all).
     unsafe fn drop_reserve(layout: Layout, filling: &mut Filling) {
-        while !filling.reserve.is_null() {
+        // SAFETY: as this function's contract.
+        unsafe { Self::trim_reserve(layout, filling, 0) };
+    }
+
+    /// Gives the reserve's oldest handovers back until it holds at most
+    /// `max` blocks: their blocks to the allocator, the handovers freed
+    /// (the consumer made them) but one, kept as an empty one if it has
+    /// none. So a reserve that grew in a flood shrinks with the backlog
+    /// (the consumer trims it to its pending count at each maintain) and
+    /// leaves no handovers behind.
+    ///
+    /// # Safety
+    /// As [`recycle_all`](Self::recycle_all).
+    pub(crate) unsafe fn trim_reserve(layout: Layout, filling: &mut Filling, max: usize) {
+        while filling.reserved > max && !filling.reserve.is_null() {
             let h = filling.reserve;
             // SAFETY: the reserve and the list of empty handovers are the
             // consumer's alone; the blocks are dead.
-            filling.reserve = unsafe {
+            let (len, next) = unsafe {
                 (*h).body.with_mut(|b| {
                     let b = &mut *b;
                     b.blocks[..b.len]
                         .iter()
                         .for_each(|&block| give_back(block, layout));
-                    b.len = 0;
-                    std::mem::replace(&mut b.next, filling.spares)
+                    let len = std::mem::replace(&mut b.len, 0);
+                    (len, std::mem::replace(&mut b.next, ptr::null_mut()))
                 })
             };
-            filling.spares = h;
+            filling.reserve = next;
+            filling.reserved -= len;
+            if filling.spares.is_null() {
+                filling.spares = h;
+            } else {
+                // SAFETY: unlinked above; nobody else can reach it.
+                unsafe { free_handovers(h) };
+            }
         }
-        filling.reserve_tail = ptr::null_mut();
-        filling.reserved = 0;
+        if filling.reserve.is_null() {
+            filling.reserve_tail = ptr::null_mut();
+            filling.reserved = 0;
+        }
+    }
+
+    /// Frees the consumer's empty handovers beyond [`SPARES_KEPT`] (after a
+    /// flood, more came back than a steady flow needs).
+    ///
+    /// # Safety
+    /// As [`recycle_all`](Self::recycle_all).
+    unsafe fn trim_spares(filling: &mut Filling) {
+        let mut h = filling.spares;
+        let mut kept = 1;
+        while !h.is_null() {
+            // SAFETY: the consumer's own list.
+            let next = unsafe { (*h).body.with(|b| (*b).next) };
+            if kept == SPARES_KEPT && !next.is_null() {
+                // SAFETY: as above; the rest of the list is cut off here
+                // and freed.
+                unsafe {
+                    (*h).body.with_mut(|b| (*b).next = ptr::null_mut());
+                    free_handovers(next);
+                }
+                return;
+            }
+            kept += 1;
+            h = next;
+        }
     }
 
     /// An empty handover for the consumer: from its private list, else the
@@ -587,9 +656,11 @@ impl Pool {
         h
     }
 
-    /// Pushes the consumer's handover on `returned` if it lists a block, or
-    /// gives its blocks back to the allocator if `returned` holds
-    /// [`RETURNED_MAX`] blocks already.
+    /// Pushes the consumer's handover on `returned` if it lists a block
+    /// (after the reserve's older blocks, if producers emptied it); if
+    /// `returned` holds [`RETURNED_MAX`] blocks already, keeps it in the
+    /// reserve while that has room, else gives its blocks back to the
+    /// allocator.
     ///
     /// # Safety
     /// As [`recycle_all`](Self::recycle_all).
@@ -603,14 +674,15 @@ impl Pool {
         if len == 0 {
             return;
         }
-        if self.returned.load(Ordering::Relaxed).is_null() {
-            // Producers emptied it: the reserve's older blocks go first.
-            // SAFETY: as this function's contract.
-            unsafe { self.feed(filling) };
-        }
         let mut top = self.returned.load(Ordering::Relaxed);
         if top.is_null() {
             filling.pushed = 0;
+            if filling.has_reserve() {
+                // Producers emptied it: the reserve's older blocks go first.
+                // SAFETY: as this function's contract.
+                unsafe { self.feed(filling) };
+                top = self.returned.load(Ordering::Relaxed);
+            }
         }
         if filling.pushed + len > RETURNED_MAX && filling.reserved + len <= filling.reserve_max {
             // Producers have enough for now: keep it, at the reserve's end.
@@ -665,8 +737,9 @@ impl Pool {
         }
     }
 
-    /// Frees the consumer's side when the queue goes away: the handover it
-    /// was filling (and the blocks it lists) and its private empty ones.
+    /// Frees the consumer's side when the queue goes away: its reserve, the
+    /// handover it was filling (and the blocks they list) and its private
+    /// empty ones.
     ///
     /// # Safety
     /// As [`recycle_all`](Self::recycle_all); the consumer makes no further call.

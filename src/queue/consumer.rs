@@ -436,8 +436,16 @@ impl<T> DeliQueue<T> {
             self.reclaim();
         }
         if self.filling.has_reserve() {
-            // SAFETY: this is the consumer, with its own reserve.
-            unsafe { self.shared.pool.feed(&mut self.filling) };
+            // Free memory kept back never exceeds what is pending: the
+            // reserve shrinks with the backlog, and what is left goes to
+            // producers once they emptied `returned`.
+            // SAFETY: this is the consumer, with its own reserve of this
+            // queue's nodes.
+            unsafe {
+                let layout = std::alloc::Layout::new::<Node<T>>();
+                super::alloc::Pool::trim_reserve(layout, &mut self.filling, self.live);
+                self.shared.pool.feed(&mut self.filling);
+            }
         }
         if !self.to_drop.is_empty() && !self.hold_drops {
             self.to_drop.clear();
@@ -547,6 +555,13 @@ impl<T> DeliQueue<T> {
     #[doc(hidden)]
     pub fn heap_len(&self) -> usize {
         self.sync.len() + self.asyn.len()
+    }
+
+    /// Free node blocks the consumer keeps back for producers (`alloc.rs`,
+    /// the reserve), for tests of its bound.
+    #[doc(hidden)]
+    pub fn reserved_blocks(&self) -> usize {
+        self.filling.reserved()
     }
 
     fn sweep(&mut self) {
