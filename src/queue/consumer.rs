@@ -192,6 +192,7 @@ impl<T> DeliQueue<T> {
     /// While the earliest pending sync entry is a sync barrier
     /// ([`Producer::push_barrier`]), only asynchronous items
     /// ([`Push::asynchronous`](super::Push::asynchronous)) come out.
+    #[inline]
     pub fn pop_swept(&mut self, now: u64) -> Option<Popped<T>> {
         if self.barriers == 0 {
             // No barrier, and one class empty: the other's order is the
@@ -592,19 +593,24 @@ impl<T> DeliQueue<T> {
                 (*self.marker).prev.with_mut(|p| *p = above);
             }
         }
-        // Walk back up, oldest first: `seq` is arrival order.
+        // Walk back up, oldest first: `seq` is arrival order. The counters
+        // are kept in locals for the walk and stored once after it.
         let mut node = above;
+        let (mut seq_up, mut seq_down) = (self.seq_up, self.seq_down);
+        let (mut accepted, mut swept) = (0u64, 0usize);
+        let lane_until = self.horizon.saturating_add(LANE_SLACK);
+        let counted = self.counted;
         loop {
             // SAFETY: as above; `prev` was set in the walk down.
             let n = unsafe { &*node };
             let meta = n.meta();
-            self.counts.accepted += u64::from(meta.flags & self.counted != 0);
+            accepted += u64::from(meta.flags & counted != 0);
             let seq = if meta.flags & FRONT != 0 {
-                self.seq_down -= 1;
-                self.seq_down
+                seq_down -= 1;
+                seq_down
             } else {
-                self.seq_up += 1;
-                self.seq_up
+                seq_up += 1;
+                seq_up
             };
             if cfg!(debug_assertions) {
                 // SAFETY: consumer only.
@@ -614,20 +620,23 @@ impl<T> DeliQueue<T> {
                 when: meta.when,
                 seq,
             };
-            let lane_ok = meta.when <= self.horizon.saturating_add(LANE_SLACK);
+            let lane_ok = meta.when <= lane_until;
             if meta.flags & PASSES != 0 {
                 self.asyn.push(key, node, lane_ok);
             } else {
                 self.barriers += usize::from(meta.flags & BARRIER != 0);
                 self.sync.push(key, node, lane_ok);
             }
-            self.live += 1;
+            swept += 1;
             if node == top {
                 break;
             }
             // SAFETY: consumer only.
             node = n.prev.with(|p| unsafe { *p });
         }
+        (self.seq_up, self.seq_down) = (seq_up, seq_down);
+        self.counts.accepted += accepted;
+        self.live += swept;
         self.marker = top;
         let deferred = std::mem::replace(&mut self.deferred, ptr::null_mut());
         if !deferred.is_null() {
@@ -678,7 +687,9 @@ impl<T> DeliQueue<T> {
     }
 
     /// Handles a node just removed from the heap: claims and returns its
-    /// payload, or finishes a tombstone.
+    /// payload, or finishes a tombstone. The common case is inlined into
+    /// the pops; the rest is [`finish_heap_entry_slow`](Self::finish_heap_entry_slow).
+    #[inline(always)]
     fn finish_heap_entry(&mut self, node: *mut Node<T>) -> Option<Popped<T>> {
         // SAFETY: heap entries point at live nodes.
         let n = unsafe { &*node };
@@ -719,6 +730,15 @@ impl<T> DeliQueue<T> {
                 info,
             });
         }
+        self.finish_heap_entry_slow(node)
+    }
+
+    /// [`finish_heap_entry`](Self::finish_heap_entry) for the marker, a
+    /// node with tickets, or one a canceller or walker won.
+    #[inline(never)]
+    fn finish_heap_entry_slow(&mut self, node: *mut Node<T>) -> Option<Popped<T>> {
+        // SAFETY: heap entries point at live nodes.
+        let n = unsafe { &*node };
         // SAFETY: consumer only.
         unsafe { n.set_local(HEAP_DONE) };
         if n.claim(TAKEN) {

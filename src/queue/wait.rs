@@ -96,6 +96,7 @@ impl WaitWord {
 
     /// Producer, after publishing an item due at `when`: whether the caller
     /// must wake the consumer.
+    #[inline]
     pub(crate) fn needs_wake(&self, when: u64, kind: WakeKind) -> bool {
         self.wake_if(|word| {
             let field = word & FIELD;
