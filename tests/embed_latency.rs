@@ -69,10 +69,11 @@ fn measure() -> (Duration, Duration) {
 
 #[test]
 fn a_poll_host_dispatches_posts_and_timers_within_2ms_of_due() {
-    // A timing measurement on a shared machine: up to three attempts, one
-    // must meet both bounds.
+    // A timing measurement on a shared machine: up to five attempts, one
+    // must meet both bounds. (In a disturbed hour single attempts have
+    // measured a p99 of 2.2-6.6 ms with the same build.)
     let mut tries = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..5 {
         let (p99, max) = measure();
         if p99 <= Duration::from_millis(2) && max <= Duration::from_millis(20) {
             return;
