@@ -292,6 +292,31 @@ unsafe fn each_block(h: *mut Handover, mut put: impl FnMut(NonNull<u8>)) -> *mut
     unsafe { each_handover(h, |blocks| blocks.iter().for_each(|&b| put(b))) }
 }
 
+/// Pushes the chain of handovers from `first` to `last` (linked through
+/// `next`) on `stack` whole, expecting `top` there first; retries the CAS
+/// (Release, so the taker's swap sees the handovers' contents) until it
+/// lands.
+///
+/// # Safety
+/// The calling thread owns every handover of the chain, and none is on a
+/// stack.
+unsafe fn push_chain(
+    stack: &AtomicPtr<Handover>,
+    first: *mut Handover,
+    last: *mut Handover,
+    mut top: *mut Handover,
+) {
+    loop {
+        // SAFETY: see the contract: the chain is this thread's until the
+        // CAS lands.
+        unsafe { (*last).body.with_mut(|b| (*b).next = top) };
+        match stack.compare_exchange_weak(top, first, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(actual) => top = actual,
+        }
+    }
+}
+
 /// Takes the blocks of a chain of handovers into `m` while it has room,
 /// each handover's in reverse (so that blocks freed in address order are
 /// reused in address order: the module docs), and gives the others back.
@@ -408,20 +433,9 @@ impl Pool {
         });
         if !last.is_null() {
             // The emptied chain, still linked, goes on `spare` whole.
-            let mut top = self.spare.load(Ordering::Relaxed);
-            loop {
-                // SAFETY: this thread owns the chain until the CAS succeeds.
-                unsafe { (*last).body.with_mut(|b| (*b).next = top) };
-                match self.spare.compare_exchange_weak(
-                    top,
-                    chain,
-                    Ordering::Release,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break,
-                    Err(actual) => top = actual,
-                }
-            }
+            let top = self.spare.load(Ordering::Relaxed);
+            // SAFETY: the swap made this thread the chain's owner.
+            unsafe { push_chain(&self.spare, chain, last, top) };
         }
         first
     }
@@ -542,20 +556,8 @@ impl Pool {
             filling.reserve_tail = ptr::null_mut();
         }
         filling.reserved -= blocks;
-        let mut top = ptr::null_mut();
-        loop {
-            // SAFETY: the consumer owns the chain until the CAS succeeds.
-            unsafe { (*bottom).body.with_mut(|b| (*b).next = top) };
-            match self.returned.compare_exchange_weak(
-                top,
-                chain,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(actual) => top = actual,
-            }
-        }
+        // SAFETY: the chain was the consumer's private reserve.
+        unsafe { push_chain(&self.returned, chain, bottom, ptr::null_mut()) };
         filling.pushed += blocks;
     }
 
