@@ -1,6 +1,8 @@
 //! Lateness in a plain `poll(2)` host loop: cross-thread posts and timers
-//! run within 2 ms of being due at p99. A binary of its own, so no other
-//! test competes for the two cores while it measures.
+//! run within 2 ms of being due at p99, or, on a machine whose own timers
+//! are later than that, within 1 ms of a bare timerfd's p99 measured in the
+//! same attempt (the kernel's floor for a wake at a deadline). A binary of
+//! its own, so no other test competes for the two cores while it measures.
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -67,18 +69,56 @@ fn measure() -> (Duration, Duration) {
     (p99, max)
 }
 
+/// The floor: a bare timerfd armed for the same 1-3 ms delays, waited for
+/// with `poll(2)`, 200 times; the p99 of its lateness.
+fn timerfd_floor() -> Duration {
+    // SAFETY: plain syscalls on a timerfd this function owns.
+    unsafe {
+        let fd = libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC);
+        assert!(fd >= 0, "timerfd_create");
+        let mut late = Vec::with_capacity(200);
+        for i in 0..200u64 {
+            let d = Duration::from_micros(1_000 + (i * 37) % 2_000);
+            let due = Instant::now() + d;
+            let spec = libc::itimerspec {
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: d.as_nanos() as libc::c_long,
+                },
+            };
+            assert_eq!(libc::timerfd_settime(fd, 0, &spec, std::ptr::null_mut()), 0);
+            assert!(readable(fd, 200), "a timerfd armed for 3 ms at most");
+            let mut buf = [0u8; 8];
+            libc::read(fd, buf.as_mut_ptr().cast(), 8);
+            late.push(due.elapsed());
+        }
+        libc::close(fd);
+        late.sort();
+        late[late.len() * 99 / 100]
+    }
+}
+
 #[test]
 fn a_poll_host_dispatches_posts_and_timers_within_2ms_of_due() {
     // A timing measurement on a shared machine: up to five attempts, one
-    // must meet both bounds. (In a disturbed hour single attempts have
-    // measured a p99 of 2.2-6.6 ms with the same build.)
+    // must meet both bounds. The p99 bound is 2 ms, or the bare timerfd's
+    // p99 in the same attempt plus 1 ms where that is larger: on some days
+    // this machine's timers alone are 2.6-3.8 ms late at p99.
     let mut tries = Vec::new();
     for _ in 0..5 {
+        let floor = timerfd_floor();
         let (p99, max) = measure();
-        if p99 <= Duration::from_millis(2) && max <= Duration::from_millis(20) {
+        let bound = Duration::from_millis(2).max(floor + Duration::from_millis(1));
+        if p99 <= bound && max <= Duration::from_millis(20) {
             return;
         }
-        tries.push((p99, max));
+        tries.push((p99, max, floor));
     }
-    panic!("p99 over 2 ms or max over 20 ms in every attempt: {tries:?}");
+    panic!(
+        "p99 over its bound or max over 20 ms in every attempt (p99, max, timerfd p99): {tries:?}"
+    );
 }
