@@ -80,16 +80,9 @@ fn timerfd_floor() -> Duration {
         for i in 0..200u64 {
             let d = Duration::from_micros(1_000 + (i * 37) % 2_000);
             let due = Instant::now() + d;
-            let spec = libc::itimerspec {
-                it_interval: libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                },
-                it_value: libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: d.as_nanos() as libc::c_long,
-                },
-            };
+            // One shot, `d` from now (no interval).
+            let mut spec: libc::itimerspec = std::mem::zeroed();
+            spec.it_value.tv_nsec = d.as_nanos() as libc::c_long;
             assert_eq!(libc::timerfd_settime(fd, 0, &spec, std::ptr::null_mut()), 0);
             assert!(readable(fd, 200), "a timerfd armed for 3 ms at most");
             let mut buf = [0u8; 8];
