@@ -4,7 +4,7 @@
 //! same attempt (the kernel's floor for a wake at a deadline). A binary of
 //! its own, so no other test competes for the two cores while it measures.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -72,27 +72,33 @@ fn measure() -> (Duration, Duration) {
 /// The floor: a bare timerfd armed for the same 1-3 ms delays, waited for
 /// with `poll(2)`, 200 times; the p99 of its lateness.
 fn timerfd_floor() -> Duration {
-    // SAFETY: plain syscalls on a timerfd this function owns.
-    unsafe {
-        let fd = libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC);
-        assert!(fd >= 0, "timerfd_create");
-        let mut late = Vec::with_capacity(200);
-        for i in 0..200u64 {
-            let d = Duration::from_micros(1_000 + (i * 37) % 2_000);
-            let due = Instant::now() + d;
-            // One shot, `d` from now (no interval).
-            let mut spec: libc::itimerspec = std::mem::zeroed();
-            spec.it_value.tv_nsec = d.as_nanos() as libc::c_long;
-            assert_eq!(libc::timerfd_settime(fd, 0, &spec, std::ptr::null_mut()), 0);
-            assert!(readable(fd, 200), "a timerfd armed for 3 ms at most");
-            let mut buf = [0u8; 8];
-            libc::read(fd, buf.as_mut_ptr().cast(), 8);
-            late.push(due.elapsed());
-        }
-        libc::close(fd);
-        late.sort();
-        late[late.len() * 99 / 100]
+    // SAFETY: a plain syscall; the fd it returns is owned below.
+    let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC) };
+    assert!(fd >= 0, "timerfd_create");
+    // SAFETY: `fd` is a fresh descriptor nothing else owns; closed on drop.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut late = Vec::with_capacity(200);
+    for i in 0..200u64 {
+        let d = Duration::from_micros(1_000 + (i * 37) % 2_000);
+        let due = Instant::now() + d;
+        // One shot, `d` from now (no interval).
+        // SAFETY: an all-zero `itimerspec` is a valid value (a disarmed timer).
+        let mut spec: libc::itimerspec = unsafe { std::mem::zeroed() };
+        spec.it_value.tv_nsec = d.as_nanos() as libc::c_long;
+        // SAFETY: a valid timerfd and a valid `itimerspec`.
+        let r = unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        assert_eq!(r, 0, "timerfd_settime");
+        assert!(
+            readable(fd.as_raw_fd(), 200),
+            "a timerfd armed for 3 ms at most"
+        );
+        let mut buf = [0u8; 8];
+        // SAFETY: reading 8 bytes into an 8-byte buffer from a valid fd.
+        unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        late.push(due.elapsed());
     }
+    late.sort();
+    late[late.len() * 99 / 100]
 }
 
 #[test]
