@@ -298,8 +298,9 @@ unsafe fn each_block(h: *mut Handover, mut put: impl FnMut(NonNull<u8>)) -> *mut
 /// lands.
 ///
 /// # Safety
-/// The calling thread owns every handover of the chain, and none is on a
-/// stack.
+/// `first` and `last` are non-null, `last` is reached from `first`
+/// through `next`, the calling thread owns every handover of that chain,
+/// and none is on a stack.
 unsafe fn push_chain(
     stack: &AtomicPtr<Handover>,
     first: *mut Handover,

@@ -688,7 +688,8 @@ impl<T> DeliQueue<T> {
 
     /// Handles a node just removed from the heap: claims and returns its
     /// payload, or finishes a tombstone. The common case is inlined into
-    /// the pops; the rest is [`finish_heap_entry_slow`](Self::finish_heap_entry_slow).
+    /// each caller (the pops among them); the rest is
+    /// [`finish_heap_entry_slow`](Self::finish_heap_entry_slow).
     #[inline(always)]
     fn finish_heap_entry(&mut self, node: *mut Node<T>) -> Option<Popped<T>> {
         // SAFETY: heap entries point at live nodes.
@@ -737,7 +738,8 @@ impl<T> DeliQueue<T> {
     /// node with tickets, or one a canceller or walker won.
     #[inline(never)]
     fn finish_heap_entry_slow(&mut self, node: *mut Node<T>) -> Option<Popped<T>> {
-        // SAFETY: heap entries point at live nodes.
+        // SAFETY: the node `finish_heap_entry` was given, just removed from
+        // its class and not yet retired, so alive.
         let n = unsafe { &*node };
         // SAFETY: consumer only.
         unsafe { n.set_local(HEAP_DONE) };
