@@ -2,12 +2,15 @@
 //! `u64`s while this thread maintains and pops, busy. For each run it
 //! prints the time per item, the share of pushes that took memory from
 //! the allocator (the producer's magazine and the queue's `returned` stack
-//! both empty: `src/queue/alloc.rs`) and the loop's backlog after each
-//! `maintain` (median, 90th percentile, largest), then the medians and the
-//! correlation between time and that share over all runs. Not a peer
+//! both empty: `src/queue/alloc.rs`), how far behind the loop was (the
+//! loop pops everything between two `maintain`s, so each sweeps the items
+//! that arrived meanwhile: the share of items swept in batches of more
+//! than 1,000, and the largest batch), then the medians and the
+//! correlation between time and that share over all runs. Last, on this
+//! thread alone, the loop's cost per item against how far behind it is:
+//! a batch of n items pushed, then swept and popped (best of 7). Not a peer
 //! comparison (that is row B of `benches/compare`): it shows whether the
-//! loop keeps pace with its producers, and what the producers pay when it
-//! does not.
+//! loop keeps pace with its producers, and what it costs when it does not.
 //!
 //! `cargo bench --bench churn -- [PRODUCERS] [RUNS]` (defaults 2 and 20)
 
@@ -55,8 +58,8 @@ fn pin_to(cpu: usize) {
     }
 }
 
-/// One run: ns per item, the share of pushes that allocated, and the
-/// backlog after each `maintain`.
+/// One run: ns per item, the share of pushes that allocated, and the size
+/// of each batch a `maintain` swept.
 fn run(producers: usize, per_producer: u64) -> (f64, f64, Vec<usize>) {
     let mut q = DeliQueue::new();
     let barrier = Arc::new(Barrier::new(producers + 1));
@@ -80,10 +83,10 @@ fn run(producers: usize, per_producer: u64) -> (f64, f64, Vec<usize>) {
     let t = Instant::now();
     let total = producers as u64 * per_producer;
     let mut got = 0;
-    let mut backlog = Vec::with_capacity(1 << 20);
+    let mut batches = Vec::with_capacity(1 << 20);
     while got < total {
         q.maintain();
-        backlog.push(q.len());
+        batches.push(q.len());
         while q.pop_swept(0).is_some() {
             got += 1;
         }
@@ -91,7 +94,31 @@ fn run(producers: usize, per_producer: u64) -> (f64, f64, Vec<usize>) {
     }
     let ns = t.elapsed().as_nanos() as f64 / total as f64;
     let allocs: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-    (ns, allocs as f64 / total as f64, backlog)
+    (ns, allocs as f64 / total as f64, batches)
+}
+
+/// On this thread: ns per item to push `n` items, and to sweep and pop
+/// them, best of 7.
+fn batch(q: &mut DeliQueue<u64>, n: usize) -> (f64, f64) {
+    let p = q.producer();
+    let (mut push, mut drain) = (f64::MAX, f64::MAX);
+    for _ in 0..7 {
+        let t0 = Instant::now();
+        for i in 0..n as u64 {
+            let _ = p.push(i, 0).unwrap();
+        }
+        let t1 = Instant::now();
+        q.maintain();
+        let mut got = 0;
+        while q.pop_swept(0).is_some() {
+            got += 1;
+        }
+        q.maintain();
+        assert_eq!(got, n, "every item pushed is popped");
+        push = push.min((t1 - t0).as_nanos() as f64 / n as f64);
+        drain = drain.min(t1.elapsed().as_nanos() as f64 / n as f64);
+    }
+    (push, drain)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -119,15 +146,14 @@ fn main() {
     pin_to(0);
     let (mut times, mut shares) = (Vec::new(), Vec::new());
     for r in 0..runs {
-        let (ns, share, mut backlog) = run(producers, 500_000);
-        backlog.sort_unstable();
-        let at = |q: f64| backlog[((backlog.len() - 1) as f64 * q) as usize];
+        let (ns, share, batches) = run(producers, 500_000);
+        let total: usize = batches.iter().sum();
+        let behind: usize = batches.iter().filter(|&&b| b > 1_000).sum();
         println!(
-            "run {r:>2}: {ns:6.1} ns/item, {:5.1}% of pushes allocated, backlog median {}, p90 {}, max {}",
+            "run {r:>2}: {ns:6.1} ns/item, {:5.1}% of pushes allocated, {:5.1}% of items swept in batches over 1,000, largest {}",
             share * 100.0,
-            at(0.5),
-            at(0.9),
-            at(1.0)
+            behind as f64 * 100.0 / total as f64,
+            batches.iter().max().copied().unwrap_or(0)
         );
         times.push(ns);
         shares.push(share);
@@ -138,4 +164,11 @@ fn main() {
         median(shares.clone()) * 100.0,
         correlation(&times, &shares)
     );
+    let mut q = DeliQueue::new();
+    for n in [100, 1_000, 10_000, 100_000, 300_000] {
+        let (push, drain) = batch(&mut q, n);
+        println!(
+            "one thread, {n:>7} behind: push {push:5.1} ns/item, sweep and pop {drain:5.1} ns/item"
+        );
+    }
 }
