@@ -59,26 +59,31 @@ impl Drop for Enter {
 /// Runs `f` with the running core, if the one running here is looper `id`.
 #[inline]
 pub(crate) fn with_core<R>(id: u64, f: impl FnOnce(&Core) -> R) -> Option<R> {
-    CURRENT.with(|c| {
-        let core = c.get();
-        if core.is_null() {
-            return None;
-        }
-        // SAFETY: CURRENT is non-null only while an `Enter` for that core is
-        // alive on this thread's stack, and the looper it belongs to outlives
-        // that guard.
-        let core = unsafe { &*core };
-        (core.id == id).then(|| f(core))
-    })
+    let core = current();
+    if core.is_null() {
+        return None;
+    }
+    // SAFETY: CURRENT is non-null only while an `Enter` for that core is
+    // alive on this thread's stack (a frame below this call), and the
+    // looper it belongs to outlives that guard.
+    let core = unsafe { &*core };
+    (core.id == id).then(|| f(core))
 }
 
 /// Runs `f` with whatever core runs on this thread.
+#[inline]
 pub(crate) fn with_any_core<R>(f: impl FnOnce(Option<&Core>) -> R) -> R {
-    CURRENT.with(|c| {
-        let core = c.get();
-        // SAFETY: as in `with_core`.
-        f((!core.is_null()).then(|| unsafe { &*core }))
-    })
+    let core = current();
+    // SAFETY: as in `with_core`.
+    f((!core.is_null()).then(|| unsafe { &*core }))
+}
+
+/// The core running on this thread (null: none). Only the pointer is read
+/// inside the thread-local's accessor, so the accessor inlines to a load
+/// and `f` above runs outside it.
+#[inline(always)]
+fn current() -> *const Core {
+    CURRENT.with(Cell::get)
 }
 
 /// The id of the running looper and the loop's last clock

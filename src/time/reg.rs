@@ -126,12 +126,18 @@ impl Reg {
 }
 
 impl Drop for Reg {
+    #[inline]
     fn drop(&mut self) {
-        let held = self.take();
+        let addr = self.word.addr();
         debug_assert!(
-            !matches!(held, RegOwned::Local(_)),
+            addr & TAG != LOCAL,
             "a local timer's key dropped without removing its timer"
         );
+        // Only a shared registration owns anything (its box); the other
+        // encodings are plain bits.
+        if addr & TAG == 0 && addr != 0 {
+            drop(self.take());
+        }
     }
 }
 
