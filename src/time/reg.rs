@@ -128,14 +128,13 @@ impl Reg {
 impl Drop for Reg {
     #[inline]
     fn drop(&mut self) {
-        let addr = self.word.addr();
         debug_assert!(
-            addr & TAG != LOCAL,
+            !matches!(self.get(), RegRef::Local(_)),
             "a local timer's key dropped without removing its timer"
         );
         // Only a shared registration owns anything (its box); the other
         // encodings are plain bits.
-        if addr & TAG == 0 && addr != 0 {
+        if matches!(self.get(), RegRef::Shared(_)) {
             drop(self.take());
         }
     }
