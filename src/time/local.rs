@@ -21,10 +21,23 @@
 //! level above, so every timer at a lower level is due before every timer
 //! at a higher one, and a level's lists are due in index order.
 //!
+//! # Staging
+//! A new timer is not linked into the wheel at once: its slot is marked
+//! *staged* and its index appended to a short vector. The wheel is only
+//! read by `next_deadline` and `fire_due`; both first link the staged
+//! timers, in registration order, into their lists. A timer dropped while
+//! staged never touches a list: if it is the newest staged one (a sleep
+//! made and dropped inside one poll, or a `select!` losing arm) its entry
+//! is popped and its slot freed at once; otherwise its slot is marked dead
+//! and freed when the stage is linked. The stage is linked whenever it
+//! reaches [`STAGE_MAX`] entries, so it holds at most that many slots.
+//!
 //! # Costs
-//! - Insert: one slot from the free list, a level from one
-//!   `leading_zeros`, an append to the list's tail: O(1).
-//! - Remove: unlink, O(1); the slot is free at once.
+//! - Insert: one slot from the free list, a push on the stage: O(1).
+//!   Linking it later: a level from one `leading_zeros`, an append to the
+//!   list's tail: O(1).
+//! - Remove: a pop from the stage or an unlink, O(1); the slot is free at
+//!   once (a staged one that is not the newest: when the stage is linked).
 //! - Fire: the loop advances the wheel to its clock. A level-0 list whose
 //!   span has started fires the timers due in it (the rest stay); a
 //!   higher list whose span has started is moved down a level or more.
@@ -73,8 +86,16 @@ const NIL: u32 = u32::MAX;
 const FIRED: u32 = u32::MAX;
 /// `prev` of a free slot (`next` is the next free one).
 const VACANT: u32 = u32::MAX - 1;
+/// `prev` of a staged slot (registered, on no list yet).
+const STAGED: u32 = u32::MAX - 2;
+/// `prev` of a staged slot whose timer was dropped: freed when the stage
+/// is linked.
+const STAGED_DEAD: u32 = u32::MAX - 3;
 /// `prev` of a list's first slot and `next` of its last: `END | list`.
 const END: u32 = 1 << 31;
+
+/// The stage is linked into the wheel when it reaches this many entries.
+const STAGE_MAX: usize = 1024;
 
 /// At most this many local timers at once; past it, a timer takes the
 /// shared path (it would be 32 GiB of slots).
@@ -144,6 +165,9 @@ pub(crate) struct LocalTimers {
     overflow_min: u64,
     overflow_exact: bool,
     earliest: Earliest,
+    /// Slots registered since the wheel was last read, in registration
+    /// order (`STAGED` or `STAGED_DEAD`); see "Staging" above.
+    staged: Vec<u32>,
     /// A clock reading at most `RECENT_EVERY` first polls old, read again
     /// at the first one of each batch (the caller takes the max with the
     /// batch's clock).
@@ -168,6 +192,7 @@ impl Default for LocalTimers {
             overflow_min: u64::MAX,
             overflow_exact: true,
             earliest: Earliest::Known(None),
+            staged: Vec::new(),
             recent: 0,
             since_recent: RECENT_EVERY - 1,
         }
@@ -302,20 +327,55 @@ impl LocalTimers {
             let s = self.at_mut(i);
             s.deadline = deadline;
             s.waker = Some(waker);
-        }
-        let list = self.list_of(deadline);
-        self.link(i, list);
-        if list == OVERFLOW {
-            self.overflow_min = self.overflow_min.min(deadline);
+            s.prev = STAGED;
         }
         self.unfired += 1;
-        match self.earliest {
-            Earliest::Known(e) if list != NEVER_LIST => {
-                self.earliest = Earliest::Known(Some(e.map_or(deadline, |e| e.min(deadline))));
-            }
-            _ => {}
+        if self.staged.len() >= STAGE_MAX {
+            self.link_staged();
         }
+        self.staged.push(i);
         Some(LocalKey(i))
+    }
+
+    /// Links every staged timer into its list, in registration order, and
+    /// frees the slots of those dropped while staged.
+    #[cold]
+    fn link_staged(&mut self) {
+        let staged = std::mem::take(&mut self.staged);
+        for &i in &staged {
+            let (prev, deadline) = {
+                let s = self.at(i);
+                (s.prev, s.deadline)
+            };
+            if prev == STAGED_DEAD {
+                self.free_slot(i);
+                continue;
+            }
+            debug_assert_eq!(prev, STAGED);
+            let list = self.list_of(deadline);
+            self.link(i, list);
+            if list == OVERFLOW {
+                self.overflow_min = self.overflow_min.min(deadline);
+            }
+            match self.earliest {
+                Earliest::Known(e) if list != NEVER_LIST => {
+                    self.earliest = Earliest::Known(Some(e.map_or(deadline, |e| e.min(deadline))));
+                }
+                _ => {}
+            }
+        }
+        // Keep the vector's memory for the next stage.
+        self.staged = staged;
+        self.staged.clear();
+    }
+
+    /// Puts slot `i` (its waker already taken) on the free list.
+    #[inline]
+    fn free_slot(&mut self, i: u32) {
+        let free = std::mem::replace(&mut self.free, i);
+        let s = self.at_mut(i);
+        s.prev = VACANT;
+        s.next = free;
     }
 
     /// A slot never used before (a new chunk when the last is full).
@@ -384,9 +444,25 @@ impl LocalTimers {
     #[inline]
     pub(crate) fn remove(&mut self, k: LocalKey) -> Option<Waker> {
         let slot = self.get_mut(k)?;
-        let fired = slot.prev == FIRED;
+        let prev = slot.prev;
         let deadline = slot.deadline;
-        if !fired {
+        if prev == STAGED {
+            self.unfired -= 1;
+            if self.staged.last() == Some(&k.0) {
+                // The newest staged timer: gone without a trace.
+                self.staged.pop();
+                let waker = self.at_mut(k.0).waker.take();
+                self.free_slot(k.0);
+                return waker;
+            }
+            // Freed when the stage is linked (its entry must not meet a
+            // reused slot).
+            let s = self.at_mut(k.0);
+            s.prev = STAGED_DEAD;
+            return s.waker.take();
+        }
+        debug_assert!(prev != STAGED_DEAD, "a timer removed twice");
+        if prev != FIRED {
             self.unlink(k.0);
             self.unfired -= 1;
             if matches!(self.earliest, Earliest::Known(Some(e)) if e == deadline) {
@@ -397,11 +473,9 @@ impl LocalTimers {
                 self.overflow_exact = false;
             }
         }
-        let free = std::mem::replace(&mut self.free, k.0);
-        let s = self.at_mut(k.0);
-        s.prev = VACANT;
-        s.next = free;
-        s.waker.take()
+        let waker = self.at_mut(k.0).waker.take();
+        self.free_slot(k.0);
+        waker
     }
 
     /// The smallest deadline on `list` (`u64::MAX`: empty), or `None` if
@@ -454,6 +528,9 @@ impl LocalTimers {
         if self.unfired == 0 {
             return None;
         }
+        if !self.staged.is_empty() {
+            self.link_staged();
+        }
         if let Earliest::Known(e) = self.earliest {
             return e;
         }
@@ -474,6 +551,9 @@ impl LocalTimers {
     pub(crate) fn fire_due(&mut self, now: u64, wakers: &mut Vec<(Waker, u64)>) {
         // A new batch: the next first poll reads the clock.
         self.since_recent = RECENT_EVERY - 1;
+        if !self.staged.is_empty() {
+            self.link_staged();
+        }
         let now = now.max(self.elapsed);
         if self.unfired == 0 {
             // Every list is empty: nothing to walk past.
@@ -736,7 +816,15 @@ mod tests {
                         live.push((k, d, n));
                     }
                     5 | 6 if !live.is_empty() => {
-                        let (k, d, n) = live.swap_remove((rng.next() as usize) % live.len());
+                        // Half the time the newest timer (still staged,
+                        // unless the wheel was read since), half a random
+                        // one.
+                        let at = if rng.next() % 2 == 0 {
+                            live.len() - 1
+                        } else {
+                            (rng.next() as usize) % live.len()
+                        };
+                        let (k, d, n) = live.swap_remove(at);
                         if !t.fired(k) {
                             assert!(model.remove(&(d, n)).is_some());
                         }
@@ -759,6 +847,11 @@ mod tests {
                     }
                 }
                 assert_eq!(t.len(), model.len());
+                assert!(t.staged.len() <= STAGE_MAX);
+                if rng.next() % 8 != 0 {
+                    // The wheel is not read: timers stay staged.
+                    continue;
+                }
                 // Exact while no list is long; never later than the truth.
                 let next = t.next_deadline();
                 let truth = model.keys().next().map(|&(d, _)| d);
@@ -769,6 +862,65 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Timers dropped while staged, newest first or not, never reach the
+    /// wheel, and their slots come back: a task that makes and drops a
+    /// million timers without the loop reading its wheel holds at most
+    /// the stage's worth of slots.
+    #[test]
+    #[cfg_attr(miri, ignore = "too slow interpreted; run natively")]
+    fn timers_dropped_while_staged_hold_at_most_a_stage() {
+        let mut t = LocalTimers::default();
+        let mut held = Vec::new();
+        for i in 0..1_000_000u64 {
+            held.push(t.insert(1_000_000_000 + i, waker()).unwrap());
+            if held.len() == 3 {
+                // Oldest first: not the newest staged entry.
+                for k in held.drain(..) {
+                    assert!(t.remove(k).is_some());
+                }
+            }
+        }
+        assert!(t.used as usize <= STAGE_MAX + 3, "{} slots", t.used);
+        assert_eq!(t.chunks.len(), 2);
+        let mut w = Vec::new();
+        t.fire_due(u64::MAX - 1, &mut w);
+        assert_eq!(w.len(), 1, "only the last one left was pending");
+        assert_eq!(t.next_deadline(), None);
+    }
+
+    /// A staged timer fires like any other, after the ones registered
+    /// before it at the same deadline, and removing it once the stage was
+    /// linked unlinks it.
+    #[test]
+    fn staged_timers_fire_in_registration_order() {
+        let mut t = LocalTimers::default();
+        let ws: Vec<Waker> = (0..4)
+            .map(|_| Waker::from(std::sync::Arc::new(Id)))
+            .collect();
+        let a = t.insert(1 << 20, ws[0].clone()).unwrap();
+        assert_eq!(t.next_deadline(), Some(1 << 20), "reading links the stage");
+        let b = t.insert(1 << 20, ws[1].clone()).unwrap();
+        let c = t.insert(1 << 20, ws[2].clone()).unwrap();
+        let d = t.insert(1 << 20, ws[3].clone()).unwrap();
+        // `b` is not the newest: it is dropped where it stands.
+        assert!(t.remove(b).is_some());
+        assert_eq!(t.len(), 3);
+        let mut w = Vec::new();
+        t.fire_due(1 << 20, &mut w);
+        let order: Vec<_> = w.iter().map(|(w, _)| w.data()).collect();
+        assert_eq!(order, vec![ws[0].data(), ws[2].data(), ws[3].data()]);
+        assert!(t.fired(a) && t.fired(c) && t.fired(d));
+        for k in [a, c, d] {
+            t.remove(k);
+        }
+        // Every slot is free again: the next three reuse them.
+        let used = t.used;
+        for _ in 0..4 {
+            t.insert(1 << 30, waker()).unwrap();
+        }
+        assert_eq!(t.used, used);
     }
 
     #[test]
