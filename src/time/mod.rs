@@ -3,9 +3,11 @@
 //!
 //! A timer registered on its loop's own thread (the common case: a task
 //! awaiting a sleep or a timeout) lives in a timing wheel the loop alone
-//! owns (`local.rs`): registering takes a 32-byte slot and links it on a
-//! list, O(1); dropping unlinks it and frees the slot at once; its waker
-//! lives in the slot, so re-polling never re-inserts. A `Sleep` itself is
+//! owns (`local.rs`): registering takes a 32-byte slot and stages it, to
+//! be linked on a list when the loop next reads its timers, O(1);
+//! dropping it frees the slot (at once if it is still the newest staged
+//! or already linked); its waker lives in the slot, so re-polling never
+//! re-inserts. A `Sleep` itself is
 //! three words. A timer first polled on another thread is one entry of
 //! the shared queue due at its deadline, cancelled with one CAS (a
 //! tombstone) when dropped.
