@@ -91,6 +91,14 @@ pub(crate) fn flow_start(remote: &Remote) -> Option<u64> {
     if !remote.tracing.load(Ordering::Relaxed) {
         return None;
     }
+    flow_start_recording(remote)
+}
+
+/// [`flow_start`] while a trace records: kept out of line so that a post
+/// pays only the flag's load when none does.
+#[cold]
+#[inline(never)]
+fn flow_start_recording(remote: &Remote) -> Option<u64> {
     let rec = remote
         .trace
         .lock()
@@ -110,10 +118,17 @@ pub(crate) fn flow_start(remote: &Remote) -> Option<u64> {
 }
 
 /// On the posting thread: a wake-up syscall, as an instant event.
+#[inline]
 pub(crate) fn wake_event(remote: &Remote) {
-    if !remote.tracing.load(Ordering::Relaxed) {
-        return;
+    if remote.tracing.load(Ordering::Relaxed) {
+        wake_event_recording(remote);
     }
+}
+
+/// [`wake_event`] while a trace records.
+#[cold]
+#[inline(never)]
+fn wake_event_recording(remote: &Remote) {
     if let Some(rec) = remote
         .trace
         .lock()
