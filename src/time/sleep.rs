@@ -160,7 +160,10 @@ impl Sleep {
                     // the looper is gone, the slot went with it).
                     if let Some(remote) = remote::find(id) {
                         let remove = move || {
-                            context::with_core(id, |core| core.timers.borrow_mut().remove(k));
+                            // The waker is dropped here, after the borrow.
+                            drop(context::with_core(id, |core| {
+                                core.timers.borrow_mut().remove(k)
+                            }));
                         };
                         let _ = remote.push(
                             Entry::Job(Box::new(remove)),
