@@ -344,6 +344,14 @@ impl LocalTimers {
         Some(LocalKey(i))
     }
 
+    /// Before the wheel is read: links the stage, if it holds anything.
+    #[inline]
+    fn link_stage(&mut self) {
+        if !self.staged.is_empty() {
+            self.link_staged();
+        }
+    }
+
     /// Links every staged timer into its list, in registration order, and
     /// frees the slots of those dropped while staged. Out of line: it runs
     /// once per batch, not per insert.
@@ -458,28 +466,24 @@ impl LocalTimers {
         let deadline = slot.deadline;
         if prev == STAGED {
             self.unfired -= 1;
-            if self.staged.last() == Some(&k.0) {
-                // The newest staged timer: gone without a trace, and so
-                // are the dead entries it was hiding.
-                self.staged.pop();
-                let waker = self.at_mut(k.0).waker.take();
-                self.free_slot(k.0);
-                while let Some(&i) = self.staged.last() {
-                    if self.at(i).prev != STAGED_DEAD {
-                        break;
-                    }
-                    self.staged.pop();
-                    self.free_slot(i);
-                }
-                return waker;
+            if self.staged.last() != Some(&k.0) {
+                // Freed when the stage is linked (its entry must not meet
+                // a reused slot).
+                let s = self.at_mut(k.0);
+                s.prev = STAGED_DEAD;
+                return s.waker.take();
             }
-            // Freed when the stage is linked (its entry must not meet a
-            // reused slot).
-            let s = self.at_mut(k.0);
-            s.prev = STAGED_DEAD;
-            return s.waker.take();
-        }
-        if prev != FIRED {
+            // The newest staged timer: gone without a trace, and so are
+            // the dead entries it was hiding.
+            self.staged.pop();
+            while let Some(&i) = self.staged.last() {
+                if self.at(i).prev != STAGED_DEAD {
+                    break;
+                }
+                self.staged.pop();
+                self.free_slot(i);
+            }
+        } else if prev != FIRED {
             self.unlink(k.0);
             self.unfired -= 1;
             if matches!(self.earliest, Earliest::Known(Some(e)) if e == deadline) {
@@ -545,9 +549,7 @@ impl LocalTimers {
         if self.unfired == 0 {
             return None;
         }
-        if !self.staged.is_empty() {
-            self.link_staged();
-        }
+        self.link_stage();
         if let Earliest::Known(e) = self.earliest {
             return e;
         }
@@ -568,9 +570,7 @@ impl LocalTimers {
     pub(crate) fn fire_due(&mut self, now: u64, wakers: &mut Vec<(Waker, u64)>) {
         // A new batch: the next first poll reads the clock.
         self.since_recent = RECENT_EVERY - 1;
-        if !self.staged.is_empty() {
-            self.link_staged();
-        }
+        self.link_stage();
         let now = now.max(self.elapsed);
         if self.unfired == 0 {
             // Every list is empty: nothing to walk past.

@@ -7,10 +7,9 @@
 //! be linked on a list when the loop next reads its timers, O(1);
 //! dropping it frees the slot (at once if it is still the newest staged
 //! or already linked); its waker lives in the slot, so re-polling never
-//! re-inserts. A `Sleep` itself is
-//! three words. A timer first polled on another thread is one entry of
-//! the shared queue due at its deadline, cancelled with one CAS (a
-//! tombstone) when dropped.
+//! re-inserts. A `Sleep` itself is three words. A timer first polled on
+//! another thread is one entry of the shared queue due at its deadline,
+//! cancelled with one CAS (a tombstone) when dropped.
 //!
 //! A sleep whose deadline has already passed when it is first polled
 //! completes at that poll, without waiting for the loop's next turn: the
