@@ -500,6 +500,48 @@ fn crossbeam(producers: usize, m: u64) -> f64 {
     })
 }
 
+/// On this thread alone: ns per item to push `m` items into a lane (the
+/// thread-local lookup included), then to pop them, best of 5.
+fn lanes_one_thread(m: u64) -> (f64, f64) {
+    let (mut push, mut pop) = (f64::MAX, f64::MAX);
+    for _ in 0..5 {
+        let lanes = Lanes::<u64>::new();
+        let mut consumer = LaneConsumer::new();
+        let mut p = Some(lanes.producer(&mut consumer));
+        let key = Arc::as_ptr(&lanes) as usize;
+        let stack_top = AtomicPtr::new(ptr::null_mut());
+        let t0 = Instant::now();
+        for i in 0..m {
+            LANE.with(|l| {
+                let (k, lane) = l.get();
+                let lane = if k == key && !lane.is_null() {
+                    lane
+                } else {
+                    let b = Box::into_raw(Box::new(p.take().unwrap()));
+                    l.set((key, b));
+                    b
+                };
+                // SAFETY: this thread's lane, made above.
+                std::hint::black_box(unsafe { (*lane).push(i, 0) }.unwrap());
+            });
+        }
+        let t1 = Instant::now();
+        let mut got = 0;
+        while consumer.pop(&stack_top).is_some() {
+            got += 1;
+        }
+        assert_eq!(got, m, "each item once");
+        push = push.min((t1 - t0).as_nanos() as f64 / m as f64);
+        pop = pop.min(t1.elapsed().as_nanos() as f64 / m as f64);
+        LANE.with(|l| {
+            let (_, lane) = l.replace((0, ptr::null_mut()));
+            // SAFETY: made by `Box::into_raw` above, used no more.
+            drop(unsafe { Box::from_raw(lane) });
+        });
+    }
+    (push, pop)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -519,6 +561,10 @@ fn main() {
         ("deliloop queue", queue),
         ("crossbeam unbounded", crossbeam),
     ];
+    for m in [1_000, 100_000] {
+        let (push, pop) = lanes_one_thread(m);
+        println!("lanes on one thread, {m:>7} items: push {push:5.1} ns/item, pop {pop:5.1} ns/item");
+    }
     for producers in [1, 2] {
         let mut times = vec![Vec::new(); imps.len()];
         for r in 0..runs {
