@@ -184,7 +184,10 @@ impl<T> LaneProducer<T> {
     #[cold]
     fn next_block(&mut self) {
         if self.spare.is_null() {
-            self.spare = self.shared.returned.swap(ptr::null_mut(), Ordering::Acquire);
+            self.spare = self
+                .shared
+                .returned
+                .swap(ptr::null_mut(), Ordering::Acquire);
         }
         let b = if self.spare.is_null() {
             Block::new()
@@ -563,7 +566,9 @@ fn main() {
     ];
     for m in [1_000, 100_000] {
         let (push, pop) = lanes_one_thread(m);
-        println!("lanes on one thread, {m:>7} items: push {push:5.1} ns/item, pop {pop:5.1} ns/item");
+        println!(
+            "lanes on one thread, {m:>7} items: push {push:5.1} ns/item, pop {pop:5.1} ns/item"
+        );
     }
     for producers in [1, 2] {
         let mut times = vec![Vec::new(); imps.len()];
