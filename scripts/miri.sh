@@ -47,15 +47,16 @@ base="-Zmiri-permissive-provenance -Zmiri-address-reuse-rate=1.0 -Zmiri-address-
 # Build once (the flags above do not change the build).
 MIRIFLAGS="$base" cargo +nightly miri test --quiet --no-run "${args[@]}" || exit 1
 # Of the library's own unit tests, the ones over unsafe code of their own
-# (a posted closure stored inline in its node, src/runtime/posted.rs), under
-# strict provenance: that code exposes no address.
-lib_filter=runtime::posted
+# (a posted closure stored inline in its node, src/runtime/posted.rs; a
+# lane's blocks, src/queue/lane.rs), under strict provenance: that code
+# exposes no address.
+lib_filters=(runtime::posted queue::lane)
 
 failed=()
 for ((seed = 0; seed < seeds; seed++)); do
   start=$SECONDS
   if MIRIFLAGS="$base -Zmiri-seed=$seed" cargo +nightly miri test --no-fail-fast "${args[@]}" &&
-    MIRIFLAGS="-Zmiri-strict-provenance -Zmiri-seed=$seed" cargo +nightly miri test --quiet --lib -- "$lib_filter"; then
+    MIRIFLAGS="-Zmiri-strict-provenance -Zmiri-seed=$seed" cargo +nightly miri test --quiet --lib -- "${lib_filters[@]}"; then
     printf 'miri seed %d: ok (%d s)\n' "$seed" $((SECONDS - start))
   else
     printf 'miri seed %d: FAILED (%d s)\n' "$seed" $((SECONDS - start))
@@ -67,4 +68,4 @@ if [[ ${#failed[@]} -gt 0 ]]; then
   echo "miri: failed with seeds ${failed[*]}"
   exit 1
 fi
-echo "miri: clean with seeds 0..$seeds over $count test binaries and the library's $lib_filter tests"
+echo "miri: clean with seeds 0..$seeds over $count test binaries and the library's ${lib_filters[*]} tests"

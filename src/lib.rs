@@ -23,6 +23,10 @@ pub mod legacy;
 pub mod net;
 pub mod queue;
 mod reactor;
+/// A lane's protocol (`docs/lanes.md`), for the loom model only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use queue::lane::loom_model as __loom_lane;
 /// The readiness state of one I/O source, for the loom model only.
 #[cfg(loom)]
 #[doc(hidden)]

@@ -160,6 +160,9 @@ mod class;
 mod consumer;
 mod gate;
 pub mod heap;
+// Not wired into the queue yet: `docs/lanes.md` says what is left.
+#[allow(dead_code)]
+pub(crate) mod lane;
 mod node;
 mod producer;
 mod shared;

@@ -1,0 +1,905 @@
+//! A lane: one producer thread's blocks of slots for items due now, read by
+//! the consumer in the order they were written (`docs/lanes.md`).
+//!
+//! # Design
+//!
+//! * A **push** takes a number from the queue's push counter with one
+//!   `fetch_add` (bit 63 of the counter is CLOSED: a push that finds it
+//!   hands its item back), writes the slot's key and payload, and
+//!   publishes them with one `swap` of the slot's state word, which
+//!   carries the number. Then it loads the counter again: if the queue
+//!   closed meanwhile, it recalls the slot (CAS QUEUED -> RECALLED) and,
+//!   if that wins, hands the item back; if it loses, the consumer has the
+//!   item (a close's drain claimed it).
+//! * The **consumer** reads the slots in order. A slot's state word is
+//!   EMPTY until published; a slot whose number is taken but which is not
+//!   published yet is EMPTY for every reader, and nobody waits for it.
+//!   The consumer claims a published slot with a CAS QUEUED -> TAKEN (a
+//!   canceller, a walker or the recalling pusher races it), or steps over
+//!   one that lost its race: a removed one's payload is dropped there, and
+//!   the slot is marked DROPPED so nothing drops it twice.
+//! * A full block's successor is linked from its `next` by the producer
+//!   with a `swap`; the consumer follows `next` once it has passed every
+//!   slot. A passed block goes to the caller (the queue's limbo: walkers
+//!   may stand in it) and, after its grace period, back to the lane's
+//!   producer whole ([`recycle`]): its states reset to EMPTY and the block
+//!   pushed on the lane's `returned` stack with one CAS. The producer
+//!   takes that stack whole with one `swap`, so no thread ever pops a
+//!   single entry another may be taking (no ABA), and it nulls a reused
+//!   block's `next` (the stack's link) before linking it.
+//! * **Walkers** start at the block the consumer reads (`first`, stored by
+//!   the consumer when it moves on) and stop at the first EMPTY slot, so a
+//!   producer that keeps writing cannot keep a walker going. They read a
+//!   slot's key only once its state says QUEUED (Acquire), and remove it
+//!   with a CAS QUEUED -> WALKED; the payload stays for the consumer.
+//! * **Sleeping**: [`Reader::head_latest`] reads the head with an RMW (or,
+//!   at a block's end, CASes null onto its `next`), so either it sees a
+//!   publish or the publishing RMW reads from it and the pusher's later
+//!   load of the wait word sees "asleep" (`wait.rs`'s argument, per slot).
+//!
+//! Every CAS on a state compares the whole word, number included.
+//!
+//! # Who writes what
+//!
+//! | field | written by |
+//! |---|---|
+//! | slot `state` | the producer (publish swap; recall CAS), the consumer (claim CAS, DROPPED, reset to EMPTY in `recycle`), a walker or a ticket (QUEUED -> removed CAS) |
+//! | slot key and payload | the producer before publishing; the payload then moved out once (the consumer, the recalling producer, or the lane's last owner) |
+//! | block `next` | the producer (link swap, null before reuse), the consumer (its sleep check's CAS of null onto null; the link on `returned`) |
+//! | lane `returned` | the consumer and an exiting producer (CAS), the producer (`swap`) |
+//! | lane `first` | the consumer |
+//! | lane `status` | the producer (ABANDONED at thread exit) |
+
+use std::mem::MaybeUninit;
+use std::ptr;
+
+use super::node::Meta;
+use crate::sync::{AtomicPtr, AtomicU64, AtomicU8, Ordering, UnsafeCell};
+use crate::util::CachePadded;
+
+/// Slots per block.
+pub(crate) const SLOTS: usize = if cfg!(loom) { 2 } else { 64 };
+
+const SHIFT: u32 = 3;
+const LIFE: u64 = (1 << SHIFT) - 1;
+/// Not published (perhaps numbered, not yet written).
+pub(crate) const EMPTY: u64 = 0;
+pub(crate) const QUEUED: u64 = 1;
+/// Claimed by the consumer.
+pub(crate) const TAKEN: u64 = 2;
+/// Removed by a ticket.
+pub(crate) const CANCELLED: u64 = 3;
+/// Removed by a walker.
+pub(crate) const WALKED: u64 = 4;
+/// Taken back by its pusher after a close.
+pub(crate) const RECALLED: u64 = 5;
+/// Removed, and its payload dropped by the consumer.
+pub(crate) const DROPPED: u64 = 6;
+
+/// The push counter's closed bit.
+pub(crate) const CLOSED: u64 = 1 << 63;
+/// Push numbers stay below this, so a state word holds any of them.
+pub(crate) const MAX_NUMBER: u64 = 1 << 60;
+
+/// A lane's producer thread has exited.
+const ABANDONED: u8 = 1;
+
+/// The life bits of a state word.
+#[inline]
+pub(crate) fn life(word: u64) -> u64 {
+    word & LIFE
+}
+
+/// The push number in a (non-EMPTY) state word.
+#[inline]
+pub(crate) fn number(word: u64) -> u64 {
+    (word >> SHIFT) - 1
+}
+
+struct Slot<T> {
+    state: AtomicU64,
+    meta: UnsafeCell<Meta>,
+    payload: UnsafeCell<MaybeUninit<T>>,
+}
+
+pub(crate) struct Block<T> {
+    slots: [Slot<T>; SLOTS],
+    next: AtomicPtr<Block<T>>,
+}
+
+impl<T> Block<T> {
+    fn new() -> *mut Block<T> {
+        Box::into_raw(Box::new(Block {
+            slots: std::array::from_fn(|_| Slot {
+                state: AtomicU64::new(EMPTY),
+                meta: UnsafeCell::new(Meta {
+                    when: 0,
+                    tag: 0,
+                    flags: 0,
+                }),
+                payload: UnsafeCell::new(MaybeUninit::uninit()),
+            }),
+            next: AtomicPtr::new(ptr::null_mut()),
+        }))
+    }
+
+    /// # Safety
+    /// `b` came from [`Block::new`], no payload is left in it, and nobody
+    /// can reach it any more.
+    unsafe fn free(b: *mut Block<T>) {
+        // SAFETY: as the contract.
+        drop(unsafe { Box::from_raw(b) });
+    }
+
+    /// The slot at `i`.
+    ///
+    /// # Safety
+    /// `b` is a live block.
+    #[inline]
+    unsafe fn slot<'a>(b: *mut Block<T>, i: usize) -> &'a Slot<T> {
+        // SAFETY: as the contract; `i < SLOTS` is checked by the index.
+        unsafe { &(*b).slots[i] }
+    }
+}
+
+/// One lane's shared header.
+pub(crate) struct Lane<T> {
+    /// Blocks given back to the producer, linked through `next`.
+    returned: CachePadded<AtomicPtr<Block<T>>>,
+    /// The block the consumer reads: where walkers start.
+    first: AtomicPtr<Block<T>>,
+    status: AtomicU8,
+}
+
+// SAFETY: a lane is shared by its producer thread, the consumer and
+// walkers through atomics; payloads cross threads (`T: Send`).
+unsafe impl<T: Send> Send for Lane<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Lane<T> {}
+
+impl<T> Lane<T> {
+    /// A new lane, with its first block, and the producer's writer for it.
+    /// The lane is returned as a raw pointer from `Box::into_raw` (shared
+    /// with the writer, the reader and walkers, so never a `Box` again
+    /// until freed); whoever owns it (the queue's registry) frees it with
+    /// [`Lane::free`] once nobody else can reach it.
+    pub(crate) fn new() -> (*mut Lane<T>, Writer<T>) {
+        let first = Block::new();
+        let lane = Box::into_raw(Box::new(Lane {
+            returned: CachePadded(AtomicPtr::new(ptr::null_mut())),
+            first: AtomicPtr::new(first),
+            status: AtomicU8::new(0),
+        }));
+        let writer = Writer {
+            lane,
+            block: first,
+            idx: 0,
+            last_when: 0,
+            spare: ptr::null_mut(),
+        };
+        (lane, writer)
+    }
+
+    /// The consumer's reader for this lane, from its first block. Made once,
+    /// before the consumer passes any of the lane's blocks.
+    pub(crate) fn reader(&self) -> Reader<T> {
+        Reader {
+            lane: self,
+            block: self.first.load(Ordering::Acquire),
+            idx: 0,
+        }
+    }
+
+    /// Whether the lane's producer thread has exited (Acquire: the
+    /// writer's last publish is visible after it).
+    pub(crate) fn is_abandoned(&self) -> bool {
+        self.status.load(Ordering::Acquire) == ABANDONED
+    }
+
+    /// Frees everything the lane still holds, from the consumer's block on
+    /// and on `returned`, dropping the payloads of slots still QUEUED or
+    /// removed but not dropped.
+    ///
+    /// # Safety
+    /// `lane` came from [`Lane::new`]; nobody else can reach the lane or
+    /// its blocks (the queue's shared part is being dropped): no writer,
+    /// reader or walker is left, and the blocks the consumer passed are not
+    /// reachable from `first`.
+    pub(crate) unsafe fn free(lane: *mut Lane<T>) {
+        // SAFETY: as the contract: the pointer owns the lane again.
+        let lane = unsafe { Box::from_raw(lane) };
+        let mut b = lane.first.load(Ordering::Acquire);
+        while !b.is_null() {
+            // SAFETY: as the contract: the blocks are ours alone.
+            unsafe {
+                for s in &(*b).slots {
+                    let w = s.state.load(Ordering::Acquire);
+                    if matches!(life(w), QUEUED | CANCELLED | WALKED) {
+                        s.payload.with_mut(|p| (*p).assume_init_drop());
+                    }
+                }
+                let next = (*b).next.load(Ordering::Acquire);
+                Block::free(b);
+                b = next;
+            }
+        }
+        let mut b = lane.returned.swap(ptr::null_mut(), Ordering::Acquire);
+        while !b.is_null() {
+            // SAFETY: as above; returned blocks hold no payload.
+            unsafe {
+                let next = (*b).next.load(Ordering::Relaxed);
+                Block::free(b);
+                b = next;
+            }
+        }
+    }
+}
+
+/// Pushes a chain of blocks (`first` to `last`, linked through `next`) on
+/// `stack` with one successful CAS.
+///
+/// # Safety
+/// The caller owns every block of the chain.
+unsafe fn push_blocks<T>(stack: &AtomicPtr<Block<T>>, first: *mut Block<T>, last: *mut Block<T>) {
+    let mut top = stack.load(Ordering::Relaxed);
+    loop {
+        // SAFETY: the chain is the caller's until the CAS lands.
+        unsafe { (*last).next.store(top, Ordering::Relaxed) };
+        match stack.compare_exchange_weak(top, first, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(t) => top = t,
+        }
+    }
+}
+
+/// Gives a block the consumer passed back to its lane's producer: its
+/// states reset to EMPTY, pushed on `returned`.
+///
+/// # Safety
+/// The block was passed by the lane's reader (every slot TAKEN, DROPPED or
+/// RECALLED) and no walker can stand in it any more (its grace period is
+/// over).
+pub(crate) unsafe fn recycle<T>(lane: &Lane<T>, b: *mut Block<T>) {
+    // SAFETY: as the contract: the block is the consumer's alone.
+    unsafe {
+        for s in &(*b).slots {
+            debug_assert!(matches!(
+                life(s.state.load(Ordering::Relaxed)),
+                TAKEN | DROPPED | RECALLED
+            ));
+            s.state.store(EMPTY, Ordering::Relaxed);
+        }
+        push_blocks(&lane.returned, b, b);
+    }
+}
+
+/// What a push made of its item.
+#[derive(Debug)]
+pub enum Outcome<T> {
+    /// Published with this push number.
+    Accepted(u64),
+    /// The queue was closed: here is the item back.
+    Refused(T),
+}
+
+/// A producer thread's end of its lane.
+pub(crate) struct Writer<T> {
+    lane: *const Lane<T>,
+    block: *mut Block<T>,
+    idx: usize,
+    last_when: u64,
+    /// Blocks taken from `returned`, linked through `next`.
+    spare: *mut Block<T>,
+}
+
+// SAFETY: a writer is its thread's; moving it moves its blocks' ownership.
+unsafe impl<T: Send> Send for Writer<T> {}
+
+impl<T> Writer<T> {
+    /// Whether a push due at `when` may take this lane: its `when` is not
+    /// before the lane's last one (so the lane stays in `(when, seq)`
+    /// order), and it is the pusher's clock now (`due_now`) or equal to the
+    /// lane's last `when`.
+    #[inline]
+    pub(crate) fn accepts(&self, when: u64, due_now: bool) -> bool {
+        when >= self.last_when && (due_now || when == self.last_when)
+    }
+
+    /// Pushes `item` with `meta`, numbered from `order`.
+    #[inline]
+    pub(crate) fn push(&mut self, order: &AtomicU64, item: T, meta: Meta) -> Outcome<T> {
+        if self.idx == SLOTS {
+            self.next_block();
+        }
+        let n = order.fetch_add(1, Ordering::AcqRel);
+        if n & CLOSED != 0 || n >= MAX_NUMBER {
+            return Outcome::Refused(item);
+        }
+        // SAFETY: slot `idx` of the writer's block is EMPTY and only this
+        // writer touches its key and payload until it is published.
+        let slot = unsafe { Block::slot(self.block, self.idx) };
+        slot.meta.with_mut(|m| {
+            // SAFETY: as above.
+            unsafe { *m = meta }
+        });
+        slot.payload.with_mut(|p| {
+            // SAFETY: as above.
+            unsafe { (*p).write(item) };
+        });
+        let word = ((n + 1) << SHIFT) | QUEUED;
+        slot.state.swap(word, Ordering::AcqRel);
+        self.idx += 1;
+        self.last_when = meta.when;
+        if order.load(Ordering::Acquire) & CLOSED != 0 {
+            return self.recall(slot, word, n);
+        }
+        Outcome::Accepted(n)
+    }
+
+    /// After a close seen past the publish: takes the item back unless the
+    /// consumer (a drain) claimed it first.
+    #[cold]
+    fn recall(&self, slot: &Slot<T>, word: u64, n: u64) -> Outcome<T> {
+        let recalled = (word & !LIFE) | RECALLED;
+        match slot
+            .state
+            .compare_exchange(word, recalled, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Outcome::Refused(slot.payload.with(|p| {
+                // SAFETY: the CAS from QUEUED won: the payload is ours
+                // again, and nobody else reads it.
+                unsafe { (*p).assume_init_read() }
+            })),
+            Err(_) => Outcome::Accepted(n),
+        }
+    }
+
+    /// Moves to a fresh block: one from `returned` if any, else a new one.
+    #[cold]
+    fn next_block(&mut self) {
+        // SAFETY: the lane outlives its writer (the registry owns it).
+        let lane = unsafe { &*self.lane };
+        if self.spare.is_null() {
+            self.spare = lane.returned.swap(ptr::null_mut(), Ordering::Acquire);
+        }
+        let b = if self.spare.is_null() {
+            Block::new()
+        } else {
+            let b = self.spare;
+            // SAFETY: spare blocks are this writer's (taken whole from
+            // `returned`, whose pushes released their links).
+            unsafe {
+                self.spare = (*b).next.load(Ordering::Relaxed);
+                (*b).next.store(ptr::null_mut(), Ordering::Relaxed);
+            }
+            b
+        };
+        // An RMW: the consumer's sleep check CASes null onto null here.
+        // SAFETY: the writer's block stays live until the consumer passes
+        // it, which it cannot before this link.
+        unsafe { (*self.block).next.swap(b, Ordering::AcqRel) };
+        self.block = b;
+        self.idx = 0;
+    }
+}
+
+impl<T> Drop for Writer<T> {
+    /// The producer thread is done with its lane: its spare blocks go back
+    /// on `returned` (the lane's last owner frees them), and the lane is
+    /// marked abandoned, after every publish (Release).
+    fn drop(&mut self) {
+        // SAFETY: the lane outlives its writer.
+        let lane = unsafe { &*self.lane };
+        if !self.spare.is_null() {
+            let mut last = self.spare;
+            // SAFETY: the spare chain is this writer's.
+            unsafe {
+                loop {
+                    let next = (*last).next.load(Ordering::Relaxed);
+                    if next.is_null() {
+                        break;
+                    }
+                    last = next;
+                }
+                push_blocks(&lane.returned, self.spare, last);
+            }
+        }
+        lane.status.store(ABANDONED, Ordering::Release);
+    }
+}
+
+/// What the reader's next slot holds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Head {
+    /// Nothing published yet (or the lane's end).
+    Empty,
+    /// A queued item: its state word and key.
+    Queued(u64, Meta),
+    /// A slot to step over (removed, recalled or dropped): its state word.
+    Dead(u64),
+}
+
+/// The consumer's end of a lane.
+pub(crate) struct Reader<T> {
+    lane: *const Lane<T>,
+    block: *mut Block<T>,
+    idx: usize,
+}
+
+// SAFETY: the consumer may move threads with its readers (`T: Send`).
+unsafe impl<T: Send> Send for Reader<T> {}
+
+impl<T> Reader<T> {
+    /// The lane this reader reads.
+    pub(crate) fn lane(&self) -> &Lane<T> {
+        // SAFETY: the lane outlives its reader (the registry owns it).
+        unsafe { &*self.lane }
+    }
+
+    /// Steps to the lane's next block if this one is passed and the next
+    /// is linked; the passed block goes to `retire`. Whether the reader
+    /// now stands on a slot.
+    #[inline]
+    fn advance(&mut self, retire: &mut impl FnMut(*mut Block<T>), latest: bool) -> bool {
+        if self.idx < SLOTS {
+            return true;
+        }
+        // SAFETY: the reader's block is live until it retires it.
+        let link = unsafe { &(*self.block).next };
+        let next = if latest {
+            match link.compare_exchange(
+                ptr::null_mut(),
+                ptr::null_mut(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => ptr::null_mut(),
+                Err(next) => next,
+            }
+        } else {
+            link.load(Ordering::Acquire)
+        };
+        if next.is_null() {
+            return false;
+        }
+        let passed = self.block;
+        self.block = next;
+        self.idx = 0;
+        self.lane().first.store(next, Ordering::Release);
+        retire(passed);
+        true
+    }
+
+    #[inline]
+    fn classify(&self, word: u64) -> Head {
+        match life(word) {
+            EMPTY => Head::Empty,
+            QUEUED => {
+                // SAFETY: the reader's block is live.
+                let slot = unsafe { Block::slot(self.block, self.idx) };
+                let meta = slot.meta.with(|m| {
+                    // SAFETY: published (the caller's Acquire read of
+                    // `word`): the key is immutable from then on.
+                    unsafe { *m }
+                });
+                Head::Queued(word, meta)
+            }
+            _ => Head::Dead(word),
+        }
+    }
+
+    /// The next slot: EMPTY, a queued item, or one to step over. A passed
+    /// block goes to `retire` (limbo, then [`recycle`]).
+    #[inline]
+    pub(crate) fn head(&mut self, mut retire: impl FnMut(*mut Block<T>)) -> Head {
+        if !self.advance(&mut retire, false) {
+            return Head::Empty;
+        }
+        // SAFETY: the reader's block is live.
+        let w = unsafe { Block::slot(self.block, self.idx) }
+            .state
+            .load(Ordering::Acquire);
+        self.classify(w)
+    }
+
+    /// As [`head`](Self::head), reading with RMWs (for the check before
+    /// the consumer sleeps, and for a close's drain): either this sees a
+    /// publish, or the publishing RMW reads from this one.
+    pub(crate) fn head_latest(&mut self, mut retire: impl FnMut(*mut Block<T>)) -> Head {
+        if !self.advance(&mut retire, true) {
+            return Head::Empty;
+        }
+        // SAFETY: the reader's block is live.
+        let w = unsafe { Block::slot(self.block, self.idx) }
+            .state
+            .fetch_add(0, Ordering::AcqRel);
+        self.classify(w)
+    }
+
+    /// Claims the queued head whose state word is `word`: the item, or
+    /// `Err` with the word a canceller, walker or recalling pusher left.
+    #[inline]
+    pub(crate) fn take(&mut self, word: u64) -> Result<T, u64> {
+        debug_assert_eq!(life(word), QUEUED);
+        // SAFETY: the reader's block is live.
+        let slot = unsafe { Block::slot(self.block, self.idx) };
+        let taken = (word & !LIFE) | TAKEN;
+        match slot
+            .state
+            .compare_exchange(word, taken, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => {
+                self.idx += 1;
+                Ok(slot.payload.with(|p| {
+                    // SAFETY: the claim won: the payload is the consumer's.
+                    unsafe { (*p).assume_init_read() }
+                }))
+            }
+            Err(actual) => Err(actual),
+        }
+    }
+
+    /// Steps over a dead head (state word `word`): a removed item's
+    /// payload is returned for the caller to drop (and the slot marked
+    /// DROPPED); a recalled or dropped one has none.
+    pub(crate) fn step_over(&mut self, word: u64) -> Option<T> {
+        // SAFETY: the reader's block is live.
+        let slot = unsafe { Block::slot(self.block, self.idx) };
+        self.idx += 1;
+        match life(word) {
+            CANCELLED | WALKED => {
+                // Nobody else changes a removed slot's state.
+                slot.state
+                    .store((word & !LIFE) | DROPPED, Ordering::Relaxed);
+                Some(slot.payload.with(|p| {
+                    // SAFETY: the remover left the payload to the consumer.
+                    unsafe { (*p).assume_init_read() }
+                }))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Calls `f` with the key of every queued slot of `lane`, from the block
+/// the consumer reads to the first EMPTY slot; where `f` says so, removes
+/// the item (CAS QUEUED -> WALKED; the consumer drops its payload).
+/// Returns how many were removed.
+///
+/// # Safety
+/// The caller keeps every block the consumer passed from being recycled
+/// or freed for the whole walk (it is inside the queue's gate).
+pub(crate) unsafe fn walk<T>(lane: &Lane<T>, mut f: impl FnMut(&Meta) -> bool) -> usize {
+    let mut removed = 0;
+    let mut b = lane.first.load(Ordering::Acquire);
+    while !b.is_null() {
+        for i in 0..SLOTS {
+            // SAFETY: as the contract: `b` cannot be reset or freed.
+            let slot = unsafe { Block::slot(b, i) };
+            let w = slot.state.load(Ordering::Acquire);
+            match life(w) {
+                EMPTY => return removed,
+                QUEUED => {
+                    let meta = slot.meta.with(|m| {
+                        // SAFETY: published: the key is immutable.
+                        unsafe { *m }
+                    });
+                    if f(&meta)
+                        && slot
+                            .state
+                            .compare_exchange(
+                                w,
+                                (w & !LIFE) | WALKED,
+                                Ordering::AcqRel,
+                                Ordering::Relaxed,
+                            )
+                            .is_ok()
+                    {
+                        removed += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        // SAFETY: as above.
+        b = unsafe { (*b).next.load(Ordering::Acquire) };
+    }
+    removed
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize as StdUsize;
+    use std::sync::Arc;
+
+    fn meta(when: u64, tag: u64) -> Meta {
+        Meta {
+            when,
+            tag,
+            flags: 0,
+        }
+    }
+
+    /// Pops everything the reader can see, recycling passed blocks at once
+    /// (no walkers here).
+    fn drain_all<T>(r: &mut Reader<T>) -> Vec<(u64, T)> {
+        let lane = r.lane;
+        let mut out = Vec::new();
+        loop {
+            // SAFETY: no walker; the lane lives for the test.
+            let head = r.head(|b| unsafe { recycle(&*lane, b) });
+            match head {
+                Head::Empty => return out,
+                Head::Queued(w, _) => {
+                    let item = r.take(w).expect("no racer");
+                    out.push((number(w), item));
+                }
+                Head::Dead(w) => drop(r.step_over(w)),
+            }
+        }
+    }
+
+    #[test]
+    fn items_come_out_in_push_order_across_blocks_and_blocks_are_reused() {
+        let order = AtomicU64::new(0);
+        let (lane_ptr, mut w) = Lane::<u64>::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        let mut r = lane.reader();
+        let mut fresh = 0;
+        for round in 0..5u64 {
+            for i in 0..(SLOTS as u64 * 3 + 1) {
+                if w.idx == SLOTS
+                    && w.spare.is_null()
+                    && lane.returned.load(Ordering::Relaxed).is_null()
+                {
+                    fresh += 1;
+                }
+                assert!(matches!(
+                    w.push(&order, round * 1000 + i, meta(0, 0)),
+                    Outcome::Accepted(_)
+                ));
+            }
+            let got = drain_all(&mut r);
+            let items: Vec<u64> = got.iter().map(|(_, v)| *v).collect();
+            let want: Vec<u64> = (0..(SLOTS as u64 * 3 + 1))
+                .map(|i| round * 1000 + i)
+                .collect();
+            assert_eq!(items, want);
+            assert!(got.windows(2).all(|p| p[0].0 < p[1].0), "numbers rise");
+        }
+        // Blocks came back: after the first round, only one more block at
+        // most per round is fresh.
+        assert!(fresh <= 3 + 4, "{fresh} fresh blocks");
+        drop(w);
+        let _ = r;
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
+    }
+
+    #[test]
+    fn a_push_after_close_hands_its_item_back() {
+        let order = AtomicU64::new(0);
+        let (lane_ptr, mut w) = Lane::<String>::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        assert!(matches!(
+            w.push(&order, "a".into(), meta(0, 0)),
+            Outcome::Accepted(0)
+        ));
+        order.fetch_or(CLOSED, Ordering::AcqRel);
+        match w.push(&order, "b".into(), meta(0, 0)) {
+            Outcome::Refused(s) => assert_eq!(s, "b"),
+            Outcome::Accepted(_) => panic!("accepted after close"),
+        }
+        let mut r = lane.reader();
+        let got = drain_all(&mut r);
+        assert_eq!(got.into_iter().map(|(_, s)| s).collect::<Vec<_>>(), ["a"]);
+        drop((w, r));
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
+    }
+
+    #[test]
+    fn walkers_remove_and_the_reader_drops_the_payload() {
+        struct D(Arc<StdUsize>);
+        impl Drop for D {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let drops = Arc::new(StdUsize::new(0));
+        let order = AtomicU64::new(0);
+        let (lane_ptr, mut w) = Lane::<D>::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        for i in 0..(SLOTS as u64 + 3) {
+            let _ = w.push(&order, D(drops.clone()), meta(0, i % 2));
+        }
+        // SAFETY: nothing recycles blocks during the walk.
+        let removed = unsafe { walk(lane, |m| m.tag == 1) };
+        assert_eq!(removed, (SLOTS + 3) / 2);
+        // A second walk finds nothing more to remove.
+        // SAFETY: as above.
+        assert_eq!(unsafe { walk(lane, |m| m.tag == 1) }, 0);
+        let mut r = lane.reader();
+        let got = drain_all(&mut r);
+        assert_eq!(got.len(), SLOTS + 3 - removed);
+        drop(got);
+        assert_eq!(
+            drops.load(Ordering::Relaxed),
+            SLOTS + 3,
+            "every payload dropped once"
+        );
+        drop((w, r));
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
+        assert_eq!(drops.load(Ordering::Relaxed), SLOTS + 3);
+    }
+
+    #[test]
+    fn freeing_a_lane_drops_what_was_never_taken() {
+        let drops = Arc::new(StdUsize::new(0));
+        struct D(Arc<StdUsize>);
+        impl Drop for D {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let order = AtomicU64::new(0);
+        let (lane_ptr, mut w) = Lane::<D>::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        for _ in 0..(SLOTS * 2 + 5) {
+            let _ = w.push(&order, D(drops.clone()), meta(0, 0));
+        }
+        let mut r = lane.reader();
+        // Take a few, remove a few (one dropped by the reader, one not).
+        for _ in 0..3 {
+            let Head::Queued(word, _) = r.head(|_| unreachable!()) else {
+                panic!("empty")
+            };
+            drop(r.take(word).unwrap());
+        }
+        // SAFETY: nothing recycles blocks during the walk.
+        unsafe { walk(lane, |_| true) };
+        let Head::Dead(word) = r.head(|_| unreachable!()) else {
+            panic!("not removed")
+        };
+        drop(r.step_over(word));
+        assert_eq!(drops.load(Ordering::Relaxed), 4);
+        drop((w, r));
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
+        assert_eq!(
+            drops.load(Ordering::Relaxed),
+            SLOTS * 2 + 5,
+            "each payload once"
+        );
+    }
+
+    #[test]
+    fn routing_keeps_a_lane_in_when_order() {
+        let (lane_ptr, mut w) = Lane::<u8>::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        let order = AtomicU64::new(0);
+        assert!(w.accepts(0, false));
+        assert!(w.accepts(5, true));
+        let _ = w.push(&order, 1, meta(5, 0));
+        assert!(!w.accepts(4, true), "earlier than the lane's last");
+        assert!(
+            !w.accepts(9, false),
+            "later, and not the pusher's clock now"
+        );
+        assert!(w.accepts(5, false));
+        assert!(w.accepts(9, true));
+        let mut r = lane.reader();
+        drop(drain_all(&mut r));
+        drop((w, r));
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
+    }
+}
+
+/// The lane's protocol under loom, for `tests/loom_lane.rs`.
+#[cfg(loom)]
+pub mod loom_model {
+    use super::*;
+
+    pub use super::Outcome;
+
+    /// A queue's push counter and one lane with its writer, for a model.
+    pub struct ModelLane {
+        lane: *mut Lane<u64>,
+    }
+
+    /// A producer's end, movable to its thread.
+    pub struct ModelWriter(Writer<u64>);
+
+    /// The consumer's end.
+    pub struct ModelReader(Reader<u64>);
+
+    // SAFETY: the model shares the lane as the queue would (its fields
+    // are atomics and cells).
+    unsafe impl Send for ModelLane {}
+    // SAFETY: as above.
+    unsafe impl Sync for ModelLane {}
+
+    /// A lane and its writer and reader.
+    pub fn lane() -> (ModelLane, ModelWriter, ModelReader) {
+        let (lane, w) = Lane::new();
+        // SAFETY: the lane lives until the model drops it.
+        let r = unsafe { &*lane }.reader();
+        (ModelLane { lane }, ModelWriter(w), ModelReader(r))
+    }
+
+    impl ModelWriter {
+        /// Pushes `v` due at 0, numbered from `order`.
+        pub fn push(&mut self, order: &AtomicU64, v: u64) -> Outcome<u64> {
+            self.0.push(
+                order,
+                v,
+                Meta {
+                    when: 0,
+                    tag: v,
+                    flags: 0,
+                },
+            )
+        }
+    }
+
+    /// What the model's reader found.
+    pub enum Seen {
+        /// Nothing published.
+        Empty,
+        /// An item: its push number and value.
+        Item(u64, u64),
+        /// A slot stepped over (removed or recalled).
+        Lost,
+    }
+
+    impl ModelReader {
+        /// Takes the next item if one is published: `(number, item)`;
+        /// passed blocks are recycled at once (no walkers in the model
+        /// that uses this).
+        pub fn pop(&mut self, latest: bool) -> Seen {
+            let lane = self.0.lane;
+            // SAFETY: the model has no walker, so a passed block's grace
+            // period is over at once; the lane outlives the reader.
+            let retire = |b| unsafe { recycle(&*lane, b) };
+            let head = if latest {
+                self.0.head_latest(retire)
+            } else {
+                self.0.head(retire)
+            };
+            match head {
+                Head::Empty => Seen::Empty,
+                Head::Queued(w, _) => match self.0.take(w) {
+                    Ok(v) => Seen::Item(number(w), v),
+                    Err(actual) => {
+                        let _ = self.0.step_over(actual);
+                        Seen::Lost
+                    }
+                },
+                Head::Dead(w) => {
+                    let _ = self.0.step_over(w);
+                    Seen::Lost
+                }
+            }
+        }
+    }
+
+    impl Drop for ModelLane {
+        fn drop(&mut self) {
+            // SAFETY: the model drops the lane after its threads.
+            unsafe { Lane::free(self.lane) };
+        }
+    }
+
+    /// Closes the counter.
+    pub fn close(order: &AtomicU64) {
+        order.fetch_or(CLOSED, Ordering::AcqRel);
+    }
+}
