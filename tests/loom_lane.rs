@@ -1,7 +1,8 @@
 //! Loom models of a lane (`src/queue/lane.rs`, `docs/lanes.md`): a producer
 //! thread's blocks of slots, read in order by the consumer, blocks going
 //! back to the producer whole. Under loom a block holds 2 slots, so a few
-//! pushes cross blocks and reuse a returned one.
+//! pushes cross blocks and reuse a returned one. Payloads are loom-tracked:
+//! a leaked or doubly dropped item fails the model.
 //!
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_lane`
 #![cfg(loom)]
@@ -27,10 +28,10 @@ fn items_cross_blocks_in_order_and_blocks_come_back() {
         });
         let mut seen = Vec::new();
         while seen.len() < 5 {
-            match r.pop(false) {
+            match r.pop(false, None) {
                 Seen::Item(n, v) => seen.push((n, v)),
                 Seen::Empty => thread::yield_now(),
-                Seen::Lost => panic!("nothing removes here"),
+                _ => panic!("nothing removes here"),
             }
         }
         t.join().unwrap();
@@ -67,7 +68,7 @@ fn two_lanes_share_one_counter() {
         while a.len() + b.len() < 5 {
             let mut idle = true;
             for (r, out) in [(&mut r1, &mut a), (&mut r2, &mut b)] {
-                if let Seen::Item(n, v) = r.pop(false) {
+                if let Seen::Item(n, v) = r.pop(false, None) {
                     out.push((n, v));
                     idle = false;
                 }
@@ -88,39 +89,47 @@ fn two_lanes_share_one_counter() {
     });
 }
 
-/// A close and its drain race two pushes: each push is handed back or
-/// accepted, and every accepted item is drained, exactly once. (The drain
-/// reads with RMWs, so a publish it misses sees the close and recalls.)
+/// A close and its drain race two pushes, in the first block and (with
+/// `prefill`) across a block's end: each push is handed back or accepted,
+/// and every accepted item is drained, exactly once. (The drain reads with
+/// RMWs, so a publish or a link it misses sees the close.)
 #[test]
 fn a_close_and_its_drain_lose_nothing() {
-    loom::model(|| {
-        let order = Arc::new(AtomicU64::new(0));
-        let (l, mut w, mut r) = lane();
-        let o = order.clone();
-        let t = thread::spawn(move || {
-            let mut accepted = Vec::new();
-            for v in 0..2 {
-                match w.push(&o, v) {
-                    Outcome::Accepted(_) => accepted.push(v),
-                    Outcome::Refused(back) => assert_eq!(back, v),
+    for prefill in [0u64, 2] {
+        loom::model(move || {
+            let order = Arc::new(AtomicU64::new(0));
+            let (l, mut w, mut r) = lane();
+            for v in 0..prefill {
+                assert!(matches!(w.push(&order, v), Outcome::Accepted(_)));
+                assert!(matches!(r.pop(false, None), Seen::Item(_, _)));
+            }
+            let o = order.clone();
+            let t = thread::spawn(move || {
+                let mut accepted = Vec::new();
+                for v in 10..12 {
+                    match w.push(&o, v) {
+                        Outcome::Accepted(_) => accepted.push(v),
+                        Outcome::Refused(back) => assert_eq!(back, v),
+                    }
+                }
+                accepted
+            });
+            close(&order);
+            let mut drained = Vec::new();
+            loop {
+                match r.pop(true, None) {
+                    Seen::Item(_, v) => drained.push(v),
+                    Seen::Recalled => {}
+                    Seen::Removed(_) => panic!("nothing removes here"),
+                    Seen::Empty => break,
                 }
             }
-            accepted
+            let accepted = t.join().unwrap();
+            assert_eq!(drained, accepted, "drained exactly what was accepted");
+            drop(r);
+            drop(l);
         });
-        close(&order);
-        let mut drained = Vec::new();
-        loop {
-            match r.pop(true) {
-                Seen::Item(_, v) => drained.push(v),
-                Seen::Lost => {}
-                Seen::Empty => break,
-            }
-        }
-        let accepted = t.join().unwrap();
-        assert_eq!(drained, accepted, "drained exactly what was accepted");
-        drop(r);
-        drop(l);
-    });
+    }
 }
 
 /// The sleep handshake, per slot and at a block's end: the consumer says
@@ -137,7 +146,7 @@ fn a_publish_and_a_sleep_see_each_other() {
             // the first block's end and the push links a second.
             for v in 0..prefill {
                 assert!(matches!(w.push(&order, v), Outcome::Accepted(_)));
-                assert!(matches!(r.pop(false), Seen::Item(_, _)));
+                assert!(matches!(r.pop(false, None), Seen::Item(_, _)));
             }
             let (o, wt) = (order.clone(), wait.clone());
             let t = thread::spawn(move || {
@@ -145,11 +154,52 @@ fn a_publish_and_a_sleep_see_each_other() {
                 wt.load(Ordering::Acquire) == 1
             });
             wait.swap(1, Ordering::AcqRel);
-            let saw_item = matches!(r.pop(true), Seen::Item(_, 99));
+            let saw_item = matches!(r.pop(true, None), Seen::Item(_, 99));
             let saw_asleep = t.join().unwrap();
             assert!(saw_item || saw_asleep, "a lost wake-up");
             drop(r);
             drop(l);
         });
     }
+}
+
+/// A walker removes the odd items inside the gate while the consumer takes
+/// the rest and passes blocks, which wait in limbo for the gate's grace
+/// period before they go back to the producer (and are reused by its last
+/// push): every item is taken or removed, never both, the walker's count
+/// matches what the consumer stepped over, and no slot is reset while the
+/// walker reads it (loom's cells would see it).
+#[test]
+fn a_walker_and_recycling_through_the_gate() {
+    loom::model(|| {
+        let order = Arc::new(AtomicU64::new(0));
+        let (l, mut w, mut r) = lane();
+        let o = order.clone();
+        let producer = thread::spawn(move || {
+            for v in 0..5 {
+                assert!(matches!(w.push(&o, v), Outcome::Accepted(_)));
+            }
+        });
+        let lw = l.clone();
+        let walker = thread::spawn(move || lw.remove_tag(1));
+        let (mut taken, mut removed) = (Vec::new(), Vec::new());
+        while taken.len() + removed.len() < 5 {
+            match r.pop(false, Some(&l)) {
+                Seen::Item(_, v) => taken.push(v),
+                Seen::Removed(v) => removed.push(v),
+                Seen::Empty => thread::yield_now(),
+                Seen::Recalled => panic!("nothing closes here"),
+            }
+        }
+        producer.join().unwrap();
+        let walked = walker.join().unwrap();
+        assert_eq!(walked, removed.len(), "each removal stepped over once");
+        assert!(removed.iter().all(|v| v % 2 == 1));
+        let mut all: Vec<u64> = taken.iter().chain(&removed).copied().collect();
+        all.sort_unstable();
+        assert_eq!(all, [0, 1, 2, 3, 4]);
+        r.settle(&l);
+        drop(r);
+        drop(l);
+    });
 }

@@ -57,6 +57,16 @@ use super::node::Meta;
 use crate::sync::{AtomicPtr, AtomicU64, AtomicU8, Ordering, UnsafeCell};
 use crate::util::CachePadded;
 
+/// An assertion kept in debug builds and under loom (whose models run in
+/// release builds).
+macro_rules! check {
+    ($($t:tt)*) => {
+        if cfg!(any(debug_assertions, loom)) {
+            assert!($($t)*);
+        }
+    };
+}
+
 /// Slots per block.
 pub(crate) const SLOTS: usize = if cfg!(loom) { 2 } else { 64 };
 
@@ -263,7 +273,7 @@ pub(crate) unsafe fn recycle<T>(lane: &Lane<T>, b: *mut Block<T>) {
     // SAFETY: as the contract: the block is the consumer's alone.
     unsafe {
         for s in &(*b).slots {
-            debug_assert!(matches!(
+            check!(matches!(
                 life(s.state.load(Ordering::Relaxed)),
                 TAKEN | DROPPED | RECALLED
             ));
@@ -282,7 +292,10 @@ pub enum Outcome<T> {
     Refused(T),
 }
 
-/// A producer thread's end of its lane.
+/// A producer thread's end of its lane. It points at its lane without a
+/// lifetime: whoever holds it (the thread-local entry) drops it before
+/// anything that may free the lane (the `Arc` of the queue's shared part,
+/// whose drop frees every lane).
 pub(crate) struct Writer<T> {
     lane: *const Lane<T>,
     block: *mut Block<T>,
@@ -504,7 +517,11 @@ impl<T> Reader<T> {
 
     /// As [`head`](Self::head), reading with RMWs (for the check before
     /// the consumer sleeps, and for a close's drain): either this sees a
-    /// publish, or the publishing RMW reads from this one.
+    /// publish, or the publishing RMW reads from this one. A drain must
+    /// call it after the close's `fetch_or` on the push counter happened
+    /// before it (the consumer closed, or read the CLOSED bit with
+    /// Acquire): that is what makes a pusher whose publish this read
+    /// misses see the close and recall its item.
     pub(crate) fn head_latest(&mut self, mut retire: impl FnMut(*mut Block<T>)) -> Head {
         if !self.advance(&mut retire, true) {
             return Head::Empty;
@@ -520,7 +537,7 @@ impl<T> Reader<T> {
     /// `Err` with the word a canceller, walker or recalling pusher left.
     #[inline]
     pub(crate) fn take(&mut self, word: u64) -> Result<T, u64> {
-        debug_assert_eq!(life(word), QUEUED);
+        check!(life(word) == QUEUED);
         // SAFETY: the reader's block is live.
         let slot = unsafe { Block::slot(self.block, self.idx) };
         let taken = (word & !LIFE) | TAKEN;
@@ -539,25 +556,62 @@ impl<T> Reader<T> {
         }
     }
 
-    /// Steps over a dead head (state word `word`): a removed item's
+    /// Steps over the head after [`head`](Self::head) said `Dead` or
+    /// [`take`](Self::take) lost its race. The state is read again here
+    /// (only the consumer changes a slot once it is removed or recalled),
+    /// so a stale word cannot make it skip a payload: a removed item's
     /// payload is returned for the caller to drop (and the slot marked
     /// DROPPED); a recalled or dropped one has none.
-    pub(crate) fn step_over(&mut self, word: u64) -> Option<T> {
+    pub(crate) fn step_over(&mut self) -> Option<T> {
         // SAFETY: the reader's block is live.
         let slot = unsafe { Block::slot(self.block, self.idx) };
+        let word = slot.state.load(Ordering::Acquire);
+        check!(!matches!(life(word), EMPTY | QUEUED));
         self.idx += 1;
         match life(word) {
             CANCELLED | WALKED => {
-                // Nobody else changes a removed slot's state.
                 slot.state
                     .store((word & !LIFE) | DROPPED, Ordering::Relaxed);
                 Some(slot.payload.with(|p| {
-                    // SAFETY: the remover left the payload to the consumer.
+                    // SAFETY: the remover left the payload to the consumer
+                    // (its CAS, which the Acquire above read, came after
+                    // the publish).
                     unsafe { (*p).assume_init_read() }
                 }))
             }
             _ => None,
         }
+    }
+
+    /// Ends the reader of an abandoned lane whose head is EMPTY (the lane's
+    /// end): walkers no longer start in the lane (`first` is nulled), and
+    /// the reader's block goes to `retire`, to be freed with
+    /// [`free_block`] after its grace period. The reader is done.
+    pub(crate) fn retire_current(mut self, mut retire: impl FnMut(*mut Block<T>)) {
+        check!(self.lane().is_abandoned());
+        check!(matches!(self.head(|_| unreachable!()), Head::Empty));
+        self.lane().first.store(ptr::null_mut(), Ordering::Release);
+        retire(self.block);
+        self.block = ptr::null_mut();
+    }
+}
+
+/// Frees a block the consumer passed (or the last block of an abandoned
+/// lane), once its grace period is over, instead of recycling it.
+///
+/// # Safety
+/// As [`recycle`]: no slot holds a payload (each is EMPTY, TAKEN, DROPPED
+/// or RECALLED) and no walker can stand in it.
+pub(crate) unsafe fn free_block<T>(b: *mut Block<T>) {
+    // SAFETY: as the contract.
+    unsafe {
+        for s in &(*b).slots {
+            check!(matches!(
+                life(s.state.load(Ordering::Relaxed)),
+                EMPTY | TAKEN | DROPPED | RECALLED
+            ));
+        }
+        Block::free(b);
     }
 }
 
@@ -567,9 +621,16 @@ impl<T> Reader<T> {
 /// Returns how many were removed.
 ///
 /// # Safety
-/// The caller keeps every block the consumer passed from being recycled
-/// or freed for the whole walk (it is inside the queue's gate).
-pub(crate) unsafe fn walk<T>(lane: &Lane<T>, mut f: impl FnMut(&Meta) -> bool) -> usize {
+/// `guard` is a registration with the gate whose grace periods the
+/// consumer waits out before it recycles or frees a block it passed in
+/// this lane (the queue's gate), so no block the walk reaches is reset or
+/// freed under it.
+pub(crate) unsafe fn walk<T>(
+    lane: &Lane<T>,
+    guard: &super::gate::Guard<'_>,
+    mut f: impl FnMut(&Meta) -> bool,
+) -> usize {
+    let _ = guard;
     let mut removed = 0;
     let mut b = lane.first.load(Ordering::Acquire);
     while !b.is_null() {
@@ -609,6 +670,7 @@ pub(crate) unsafe fn walk<T>(lane: &Lane<T>, mut f: impl FnMut(&Meta) -> bool) -
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use super::super::gate::Gate;
     use super::*;
     use std::sync::atomic::AtomicUsize as StdUsize;
     use std::sync::Arc;
@@ -635,7 +697,7 @@ mod tests {
                     let item = r.take(w).expect("no racer");
                     out.push((number(w), item));
                 }
-                Head::Dead(w) => drop(r.step_over(w)),
+                Head::Dead(_) => drop(r.step_over()),
             }
         }
     }
@@ -673,7 +735,6 @@ mod tests {
         // most per round is fresh.
         assert!(fresh <= 3 + 4, "{fresh} fresh blocks");
         drop(w);
-        let _ = r;
         // SAFETY: nothing else holds the lane.
         unsafe { Lane::free(lane_ptr) };
     }
@@ -717,12 +778,15 @@ mod tests {
         for i in 0..(SLOTS as u64 + 3) {
             let _ = w.push(&order, D(drops.clone()), meta(0, i % 2));
         }
+        let gate = Gate::new();
+        let guard = gate.enter();
         // SAFETY: nothing recycles blocks during the walk.
-        let removed = unsafe { walk(lane, |m| m.tag == 1) };
+        let removed = unsafe { walk(lane, &guard, |m| m.tag == 1) };
         assert_eq!(removed, (SLOTS + 3) / 2);
         // A second walk finds nothing more to remove.
         // SAFETY: as above.
-        assert_eq!(unsafe { walk(lane, |m| m.tag == 1) }, 0);
+        assert_eq!(unsafe { walk(lane, &guard, |m| m.tag == 1) }, 0);
+        drop(guard);
         let mut r = lane.reader();
         let got = drain_all(&mut r);
         assert_eq!(got.len(), SLOTS + 3 - removed);
@@ -762,12 +826,13 @@ mod tests {
             };
             drop(r.take(word).unwrap());
         }
+        let gate = Gate::new();
         // SAFETY: nothing recycles blocks during the walk.
-        unsafe { walk(lane, |_| true) };
-        let Head::Dead(word) = r.head(|_| unreachable!()) else {
+        unsafe { walk(lane, &gate.enter(), |_| true) };
+        let Head::Dead(_) = r.head(|_| unreachable!()) else {
             panic!("not removed")
         };
-        drop(r.step_over(word));
+        drop(r.step_over());
         assert_eq!(drops.load(Ordering::Relaxed), 4);
         drop((w, r));
         // SAFETY: nothing else holds the lane.
@@ -801,52 +866,105 @@ mod tests {
         // SAFETY: nothing else holds the lane.
         unsafe { Lane::free(lane_ptr) };
     }
+
+    /// Blocks come back one at a time, so `returned` holds B1 -> B0 and a
+    /// reused block's `next` still names the next one on that stack: the
+    /// writer must null it before linking the block, or the reader follows
+    /// the stale link into a spare block.
+    #[test]
+    fn a_reused_block_does_not_lead_the_reader_into_a_spare() {
+        let order = AtomicU64::new(0);
+        let (lane_ptr, mut w) = Lane::<u64>::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        let mut r = lane.reader();
+        for round in [3 * SLOTS, 1, SLOTS - 1] {
+            for i in 0..round as u64 {
+                let _ = w.push(&order, i, meta(0, 0));
+            }
+            assert_eq!(drain_all(&mut r).len(), round);
+        }
+        // The reader stands at the end of the writer's block, which came
+        // from `returned` with a spare behind it.
+        assert!(!w.spare.is_null(), "the sequence leaves a spare");
+        assert!(matches!(r.head(|_| panic!("passed a block")), Head::Empty));
+        assert_eq!(r.block, w.block);
+        assert_eq!(lane.first.load(Ordering::Relaxed), w.block);
+        let _ = w.push(&order, 7, meta(0, 0));
+        let got: Vec<u64> = drain_all(&mut r).into_iter().map(|p| p.1).collect();
+        assert_eq!(got, [7]);
+        drop(w);
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
+    }
 }
 
-/// The lane's protocol under loom, for `tests/loom_lane.rs`.
 #[cfg(loom)]
+/// The lane's protocol under loom, for `tests/loom_lane.rs`.
 pub mod loom_model {
+    use super::super::gate::{Gate, Limbo};
     use super::*;
+    use loom::alloc::Track;
 
     pub use super::Outcome;
 
-    /// A queue's push counter and one lane with its writer, for a model.
+    /// A lane (its payloads tracked by loom, so a leak or a double drop
+    /// fails the model) and the gate its walkers enter, shared by the
+    /// model's threads.
     pub struct ModelLane {
-        lane: *mut Lane<u64>,
+        lane: *mut Lane<Track<u64>>,
+        gate: Gate,
     }
 
     /// A producer's end, movable to its thread.
-    pub struct ModelWriter(Writer<u64>);
+    pub struct ModelWriter(Writer<Track<u64>>);
 
-    /// The consumer's end.
-    pub struct ModelReader(Reader<u64>);
+    /// The consumer's end, with its limbo of passed blocks.
+    pub struct ModelReader {
+        r: Reader<Track<u64>>,
+        lane: *mut Lane<Track<u64>>,
+        limbo: Limbo<*mut Block<Track<u64>>>,
+    }
 
-    // SAFETY: the model shares the lane as the queue would (its fields
-    // are atomics and cells).
+    // SAFETY: the model shares the lane as the queue would (atomics and
+    // cells).
     unsafe impl Send for ModelLane {}
     // SAFETY: as above.
     unsafe impl Sync for ModelLane {}
+    // SAFETY: the reader and its limbo move with the consumer.
+    unsafe impl Send for ModelReader {}
 
     /// A lane and its writer and reader.
-    pub fn lane() -> (ModelLane, ModelWriter, ModelReader) {
+    pub fn lane() -> (loom::sync::Arc<ModelLane>, ModelWriter, ModelReader) {
         let (lane, w) = Lane::new();
         // SAFETY: the lane lives until the model drops it.
         let r = unsafe { &*lane }.reader();
-        (ModelLane { lane }, ModelWriter(w), ModelReader(r))
+        (
+            loom::sync::Arc::new(ModelLane {
+                lane,
+                gate: Gate::new(),
+            }),
+            ModelWriter(w),
+            ModelReader {
+                r,
+                lane,
+                limbo: Limbo::new(),
+            },
+        )
     }
 
     impl ModelWriter {
-        /// Pushes `v` due at 0, numbered from `order`.
+        /// Pushes `v` due at 0 with tag `v % 2`, numbered from `order`.
         pub fn push(&mut self, order: &AtomicU64, v: u64) -> Outcome<u64> {
-            self.0.push(
-                order,
-                v,
-                Meta {
-                    when: 0,
-                    tag: v,
-                    flags: 0,
-                },
-            )
+            let meta = Meta {
+                when: 0,
+                tag: v % 2,
+                flags: 0,
+            };
+            match self.0.push(order, Track::new(v), meta) {
+                Outcome::Accepted(n) => Outcome::Accepted(n),
+                Outcome::Refused(t) => Outcome::Refused(t.into_inner()),
+            }
         }
     }
 
@@ -856,44 +974,82 @@ pub mod loom_model {
         Empty,
         /// An item: its push number and value.
         Item(u64, u64),
-        /// A slot stepped over (removed or recalled).
-        Lost,
+        /// A removed item stepped over: its value (its payload dropped).
+        Removed(u64),
+        /// A recalled slot stepped over.
+        Recalled,
+    }
+
+    impl ModelLane {
+        /// Walks the lane inside the gate, removing the items tagged
+        /// `tag`; how many it removed.
+        pub fn remove_tag(&self, tag: u64) -> usize {
+            let guard = self.gate.enter();
+            // SAFETY: inside the gate, whose grace periods the reader's
+            // limbo waits out before a passed block is recycled.
+            unsafe { walk(&*self.lane, &guard, |m| m.tag == tag) }
+        }
     }
 
     impl ModelReader {
-        /// Takes the next item if one is published: `(number, item)`;
-        /// passed blocks are recycled at once (no walkers in the model
-        /// that uses this).
-        pub fn pop(&mut self, latest: bool) -> Seen {
-            let lane = self.0.lane;
-            // SAFETY: the model has no walker, so a passed block's grace
-            // period is over at once; the lane outlives the reader.
-            let retire = |b| unsafe { recycle(&*lane, b) };
+        /// Reads the next slot: takes an item, or steps over a removed or
+        /// recalled one. `latest` reads with an RMW (the sleep check, a
+        /// drain). With `gated`, a passed block waits in limbo for the
+        /// gate's grace period; without, it is recycled at once (models
+        /// with no walker).
+        pub fn pop(&mut self, latest: bool, gated: Option<&ModelLane>) -> Seen {
+            let lane = self.lane;
+            let limbo = &mut self.limbo;
+            let retire = |b| match gated {
+                // SAFETY: no walker in this model: the grace period is over.
+                None => unsafe { recycle(&*lane, b) },
+                Some(m) => {
+                    limbo.push(b);
+                    limbo.reclaim(&m.gate, |bs| {
+                        // SAFETY: the gate's grace period is over.
+                        bs.for_each(|b| unsafe { recycle(&*lane, b) })
+                    });
+                }
+            };
             let head = if latest {
-                self.0.head_latest(retire)
+                self.r.head_latest(retire)
             } else {
-                self.0.head(retire)
+                self.r.head(retire)
             };
             match head {
                 Head::Empty => Seen::Empty,
-                Head::Queued(w, _) => match self.0.take(w) {
-                    Ok(v) => Seen::Item(number(w), v),
-                    Err(actual) => {
-                        let _ = self.0.step_over(actual);
-                        Seen::Lost
-                    }
+                Head::Queued(w, _) => match self.r.take(w) {
+                    Ok(v) => Seen::Item(number(w), v.into_inner()),
+                    Err(_) => self.step(),
                 },
-                Head::Dead(w) => {
-                    let _ = self.0.step_over(w);
-                    Seen::Lost
-                }
+                Head::Dead(_) => self.step(),
+            }
+        }
+
+        fn step(&mut self) -> Seen {
+            match self.r.step_over() {
+                Some(v) => Seen::Removed(v.into_inner()),
+                None => Seen::Recalled,
+            }
+        }
+
+        /// Once every walker has left: empties limbo, recycling its
+        /// blocks.
+        pub fn settle(&mut self, m: &ModelLane) {
+            let lane = self.lane;
+            while self.limbo.len() > 0 {
+                self.limbo.reclaim(&m.gate, |bs| {
+                    // SAFETY: the grace period is over.
+                    bs.for_each(|b| unsafe { recycle(&*lane, b) })
+                });
             }
         }
     }
 
     impl Drop for ModelLane {
         fn drop(&mut self) {
-            // SAFETY: the model drops the lane after its threads.
+            // SAFETY: the model drops the lane after its threads, its
+            // writer and reader, and after settling limbo.
             unsafe { Lane::free(self.lane) };
         }
     }
