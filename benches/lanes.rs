@@ -30,9 +30,13 @@
 //! it after publishing, as now), and lanes made after the loop started (a
 //! registry the loop reads when it changes).
 //!
-//! `cargo bench --bench lanes -- [RUNS]` (default 10): per run, ns per item
-//! of each, in rotating order; then medians and per-run ratios to
-//! crossbeam.
+//! With `--features internals` it runs a fourth implementation: the lane
+//! built in `src/queue/lane.rs` (not yet used by the queue), through a
+//! hidden hook, with the same thread-local lookup and the same pick.
+//!
+//! `cargo bench --bench lanes [--features internals] -- [RUNS]` (default
+//! 10): per run, ns per item of each, in rotating order; then medians and
+//! per-run ratios to crossbeam.
 
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
 use std::cell::UnsafeCell;
@@ -463,6 +467,90 @@ fn lanes(producers: usize, m: u64) -> f64 {
     })
 }
 
+/// The same, through the lane the queue will use (`src/queue/lane.rs`,
+/// feature `internals`): its writer and reader, the same thread-local
+/// lookup, the same pick across lanes and checks as [`LaneConsumer::pop`].
+#[cfg(feature = "internals")]
+fn built_lanes(producers: usize, m: u64) -> f64 {
+    use deliloop::__lane_bench::{lane, BenchReader, BenchWriter};
+    std::thread_local! {
+        static WRITER: std::cell::Cell<(usize, *mut BenchWriter)> =
+            const { std::cell::Cell::new((0, ptr::null_mut())) };
+    }
+    let order = Arc::new(AtomicU64::new(0));
+    let mut lanes = Vec::new();
+    let mut readers: Vec<BenchReader> = Vec::new();
+    let ps: Vec<_> = (0..producers)
+        .map(|_| {
+            let (l, w, r) = lane();
+            lanes.push(l);
+            readers.push(r);
+            let mut w = Some(w);
+            let order = order.clone();
+            let key = Arc::as_ptr(&order) as usize;
+            move |i| {
+                WRITER.with(|c| {
+                    let (k, p) = c.get();
+                    let p = if k == key && !p.is_null() {
+                        p
+                    } else {
+                        let b = Box::into_raw(Box::new(w.take().unwrap()));
+                        c.set((key, b));
+                        b
+                    };
+                    // SAFETY: this thread's writer, made above, dropped at
+                    // its last push (before the lanes are freed).
+                    assert!(unsafe { (*p).push(&order, i) });
+                    if i + 1 == m {
+                        c.set((0, ptr::null_mut()));
+                        // SAFETY: made by `Box::into_raw` above.
+                        drop(unsafe { Box::from_raw(p) });
+                    }
+                })
+            }
+        })
+        .collect();
+    let stack_top = AtomicPtr::<u8>::new(ptr::null_mut());
+    let ns = timed(ps, m, |total| {
+        let mut got = 0;
+        let mut sum = 0u64;
+        while got < total {
+            let mut best = usize::MAX;
+            let mut best_word = u64::MAX;
+            let mut empty = false;
+            for (i, r) in readers.iter_mut().enumerate() {
+                match r.peek() {
+                    Some(w) if w < best_word => (best, best_word) = (i, w),
+                    Some(_) => {}
+                    None => empty = true,
+                }
+            }
+            if best == usize::MAX {
+                std::hint::spin_loop();
+                continue;
+            }
+            if empty && readers.len() > 1 {
+                for (i, r) in readers.iter_mut().enumerate() {
+                    if let Some(w) = r.peek() {
+                        if w < best_word {
+                            (best, best_word) = (i, w);
+                        }
+                    }
+                }
+            }
+            assert!(stack_top.load(Ordering::Acquire).is_null());
+            if let Some(v) = readers[best].take(best_word) {
+                got += 1;
+                sum = sum.wrapping_add(v);
+            }
+        }
+        assert_eq!(sum, producers as u64 * (m * (m - 1) / 2), "each item once");
+    });
+    drop(readers);
+    drop(lanes);
+    ns
+}
+
 fn queue(producers: usize, m: u64) -> f64 {
     let mut q = DeliQueue::<u64>::new();
     let ps: Vec<_> = (0..producers)
@@ -559,11 +647,15 @@ fn main() {
     let m = 500_000;
     pin_to(0);
     type Imp = (&'static str, fn(usize, u64) -> f64);
-    let imps: [Imp; 3] = [
+    let mut imps: Vec<Imp> = vec![
+        ("crossbeam unbounded", crossbeam),
         ("lanes (experiment)", lanes),
         ("deliloop queue", queue),
-        ("crossbeam unbounded", crossbeam),
     ];
+    #[cfg(feature = "internals")]
+    imps.push(("lane (src/queue/lane.rs)", built_lanes));
+    #[cfg(not(feature = "internals"))]
+    println!("SKIP lane (src/queue/lane.rs): build with --features internals");
     for m in [1_000, 100_000] {
         let (push, pop) = lanes_one_thread(m);
         println!(
@@ -584,7 +676,7 @@ fn main() {
                 .collect();
             println!("B{producers} run {r:>2}: {}", line.join(", "));
         }
-        let cb = times[2].clone();
+        let cb = times[0].clone();
         for ((name, _), t) in imps.iter().zip(&times) {
             let ratios: Vec<f64> = cb.iter().zip(t).map(|(c, x)| c / x).collect();
             println!(

@@ -23,6 +23,10 @@ pub mod legacy;
 pub mod net;
 pub mod queue;
 mod reactor;
+/// A lane (`docs/lanes.md`), for `benches/lanes.rs` only: not an API.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub use queue::lane::bench as __lane_bench;
 /// A lane's protocol (`docs/lanes.md`), for the loom model only.
 #[cfg(loom)]
 #[doc(hidden)]

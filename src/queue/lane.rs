@@ -899,6 +899,76 @@ mod tests {
     }
 }
 
+#[cfg(feature = "internals")]
+/// One lane with a `u64` payload, for `benches/lanes.rs` (feature
+/// `internals`): the writer and reader as the queue will use them, passed
+/// blocks recycled at once (no walkers in the benchmark).
+pub mod bench {
+    use super::*;
+
+    /// The lane; frees it when dropped, after its writer and reader.
+    pub struct BenchLane(*mut Lane<u64>);
+
+    /// A producer thread's end.
+    pub struct BenchWriter(Writer<u64>);
+
+    /// The consumer's end.
+    pub struct BenchReader(Reader<u64>);
+
+    // SAFETY: the lane is shared as the queue shares it (atomics and
+    // cells); the benchmark drops it after its threads.
+    unsafe impl Send for BenchLane {}
+    // SAFETY: as above.
+    unsafe impl Sync for BenchLane {}
+
+    /// A lane and its writer and reader.
+    pub fn lane() -> (BenchLane, BenchWriter, BenchReader) {
+        let (lane, w) = Lane::new();
+        // SAFETY: the lane lives until `BenchLane` drops.
+        let r = unsafe { &*lane }.reader();
+        (BenchLane(lane), BenchWriter(w), BenchReader(r))
+    }
+
+    impl BenchWriter {
+        /// Pushes `v` due at 0, numbered from `order`; false if closed.
+        #[inline]
+        pub fn push(&mut self, order: &std::sync::atomic::AtomicU64, v: u64) -> bool {
+            let meta = Meta {
+                when: 0,
+                tag: 0,
+                flags: 0,
+            };
+            matches!(self.0.push(order, v, meta), Outcome::Accepted(_))
+        }
+    }
+
+    impl BenchReader {
+        /// The head's push number if an item is published.
+        #[inline]
+        pub fn peek(&mut self) -> Option<u64> {
+            let lane = self.0.lane;
+            // SAFETY: no walkers: a passed block's grace period is over.
+            match self.0.head(|b| unsafe { recycle(&*lane, b) }) {
+                Head::Queued(w, _) => Some(w),
+                _ => None,
+            }
+        }
+
+        /// Takes the head `peek` returned (its state word).
+        #[inline]
+        pub fn take(&mut self, word: u64) -> Option<u64> {
+            self.0.take(word).ok()
+        }
+    }
+
+    impl Drop for BenchLane {
+        fn drop(&mut self) {
+            // SAFETY: dropped after the benchmark's writer and reader.
+            unsafe { Lane::free(self.0) };
+        }
+    }
+}
+
 #[cfg(loom)]
 /// The lane's protocol under loom, for `tests/loom_lane.rs`.
 pub mod loom_model {
