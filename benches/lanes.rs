@@ -213,17 +213,25 @@ impl<T> LaneProducer<T> {
     }
 }
 
+/// Frees a chain of blocks linked through `next`.
+///
+/// # Safety
+/// The caller owns every block of the chain and none holds a payload.
+unsafe fn free_chain<T>(mut b: *mut Block<T>) {
+    while !b.is_null() {
+        // SAFETY: as the contract.
+        unsafe {
+            let next = (*b).next.load(Ordering::Acquire);
+            Block::free(b);
+            b = next;
+        }
+    }
+}
+
 impl<T> Drop for LaneProducer<T> {
     fn drop(&mut self) {
-        let mut b = self.spare;
-        while !b.is_null() {
-            // SAFETY: this producer's own spare blocks, all slots EMPTY.
-            unsafe {
-                let next = (*b).next.load(Ordering::Relaxed);
-                Block::free(b);
-                b = next;
-            }
-        }
+        // SAFETY: this producer's own spare blocks, all slots EMPTY.
+        unsafe { free_chain(self.spare) };
     }
 }
 
@@ -349,23 +357,11 @@ impl<T> Drop for LaneConsumer<T> {
         // Every item was popped by the run (it counts them); free the
         // blocks the loop still holds and those on the return stacks.
         for c in self.cursors.drain(..) {
-            let mut b = c.block;
-            while !b.is_null() {
-                // SAFETY: the producers are gone; these blocks are ours.
-                unsafe {
-                    let next = (*b).next.load(Ordering::Acquire);
-                    Block::free(b);
-                    b = next;
-                }
-            }
-            let mut b = c.lane.returned.swap(ptr::null_mut(), Ordering::Acquire);
-            while !b.is_null() {
-                // SAFETY: as above.
-                unsafe {
-                    let next = (*b).next.load(Ordering::Relaxed);
-                    Block::free(b);
-                    b = next;
-                }
+            // SAFETY: the producers are gone; these blocks are ours, and
+            // every item was taken.
+            unsafe {
+                free_chain(c.block);
+                free_chain(c.lane.returned.swap(ptr::null_mut(), Ordering::Acquire));
             }
         }
     }
