@@ -70,8 +70,10 @@ macro_rules! check {
 /// Slots per block.
 pub(crate) const SLOTS: usize = if cfg!(loom) { 2 } else { 64 };
 
-const SHIFT: u32 = 3;
-const LIFE: u64 = (1 << SHIFT) - 1;
+const SHIFT: u32 = 4;
+const LIFE: u64 = 0b111;
+/// The slot's flags are not zero: they are in its block's `flags`.
+const HAS_FLAGS: u64 = 0b1000;
 /// Not published (perhaps numbered, not yet written).
 pub(crate) const EMPTY: u64 = 0;
 pub(crate) const QUEUED: u64 = 1;
@@ -89,7 +91,7 @@ pub(crate) const DROPPED: u64 = 6;
 /// The push counter's closed bit.
 pub(crate) const CLOSED: u64 = 1 << 63;
 /// Push numbers stay below this, so a state word holds any of them.
-pub(crate) const MAX_NUMBER: u64 = 1 << 60;
+pub(crate) const MAX_NUMBER: u64 = 1 << 59;
 
 /// A lane's producer thread has exited.
 const ABANDONED: u8 = 1;
@@ -106,14 +108,24 @@ pub(crate) fn number(word: u64) -> u64 {
     (word >> SHIFT) - 1
 }
 
+/// A slot: 32 bytes with a `u64` payload, two to a cache line, so a loop
+/// that keeps pace with its producer moves one line per two items
+/// (BENCHMARKS.md, "Lanes: an experiment": 40-byte slots took row B1 from
+/// about 14 to about 30 ns per item). A push's flags, mostly zero, live
+/// beside the slots, in the block.
 struct Slot<T> {
     state: AtomicU64,
-    meta: UnsafeCell<Meta>,
+    when: UnsafeCell<u64>,
+    tag: UnsafeCell<u64>,
     payload: UnsafeCell<MaybeUninit<T>>,
 }
 
+#[repr(align(64))]
 pub(crate) struct Block<T> {
     slots: [Slot<T>; SLOTS],
+    /// Each slot's flags, written only when not zero (its state then says
+    /// HAS_FLAGS).
+    flags: [UnsafeCell<u32>; SLOTS],
     next: AtomicPtr<Block<T>>,
 }
 
@@ -122,13 +134,11 @@ impl<T> Block<T> {
         Box::into_raw(Box::new(Block {
             slots: std::array::from_fn(|_| Slot {
                 state: AtomicU64::new(EMPTY),
-                meta: UnsafeCell::new(Meta {
-                    when: 0,
-                    tag: 0,
-                    flags: 0,
-                }),
+                when: UnsafeCell::new(0),
+                tag: UnsafeCell::new(0),
                 payload: UnsafeCell::new(MaybeUninit::uninit()),
             }),
+            flags: std::array::from_fn(|_| UnsafeCell::new(0)),
             next: AtomicPtr::new(ptr::null_mut()),
         }))
     }
@@ -139,6 +149,48 @@ impl<T> Block<T> {
     unsafe fn free(b: *mut Block<T>) {
         // SAFETY: as the contract.
         drop(unsafe { Box::from_raw(b) });
+    }
+
+    /// Writes slot `i`'s key; the state bits it needs (HAS_FLAGS or none).
+    ///
+    /// # Safety
+    /// `b` is a live block and slot `i` is EMPTY and this writer's.
+    #[inline]
+    unsafe fn write_meta(b: *mut Block<T>, i: usize, meta: Meta) -> u64 {
+        // SAFETY: as the contract.
+        let slot = unsafe { Block::slot(b, i) };
+        // SAFETY: as the contract: nobody reads the key before the publish.
+        slot.when.with_mut(|p| unsafe { *p = meta.when });
+        // SAFETY: as above.
+        slot.tag.with_mut(|p| unsafe { *p = meta.tag });
+        if meta.flags == 0 {
+            return 0;
+        }
+        // SAFETY: as above; `i < SLOTS` is checked by the index.
+        unsafe { &(*b).flags[i] }.with_mut(|p| unsafe { *p = meta.flags });
+        HAS_FLAGS
+    }
+
+    /// Slot `i`'s key, given its published state `word`.
+    ///
+    /// # Safety
+    /// `b` is a live block and `word` was read (Acquire) from slot `i`'s
+    /// state and is published: the key is immutable from then on.
+    #[inline]
+    unsafe fn read_meta(b: *mut Block<T>, i: usize, word: u64) -> Meta {
+        // SAFETY: as the contract.
+        let slot = unsafe { Block::slot(b, i) };
+        // SAFETY: as the contract.
+        let when = slot.when.with(|p| unsafe { *p });
+        // SAFETY: as the contract.
+        let tag = slot.tag.with(|p| unsafe { *p });
+        let flags = if word & HAS_FLAGS != 0 {
+            // SAFETY: as the contract; `i < SLOTS` is checked by the index.
+            unsafe { &(*b).flags[i] }.with(|p| unsafe { *p })
+        } else {
+            0
+        };
+        Meta { when, tag, flags }
     }
 
     /// The slot at `i`.
@@ -331,15 +383,13 @@ impl<T> Writer<T> {
         // SAFETY: slot `idx` of the writer's block is EMPTY and only this
         // writer touches its key and payload until it is published.
         let slot = unsafe { Block::slot(self.block, self.idx) };
-        slot.meta.with_mut(|m| {
-            // SAFETY: as above.
-            unsafe { *m = meta }
-        });
+        // SAFETY: as above.
+        let bits = unsafe { Block::write_meta(self.block, self.idx, meta) };
         slot.payload.with_mut(|p| {
             // SAFETY: as above.
             unsafe { (*p).write(item) };
         });
-        let word = ((n + 1) << SHIFT) | QUEUED;
+        let word = ((n + 1) << SHIFT) | bits | QUEUED;
         slot.state.swap(word, Ordering::AcqRel);
         self.idx += 1;
         self.last_when = meta.when;
@@ -488,13 +538,9 @@ impl<T> Reader<T> {
         match life(word) {
             EMPTY => Head::Empty,
             QUEUED => {
-                // SAFETY: the reader's block is live.
-                let slot = unsafe { Block::slot(self.block, self.idx) };
-                let meta = slot.meta.with(|m| {
-                    // SAFETY: published (the caller's Acquire read of
-                    // `word`): the key is immutable from then on.
-                    unsafe { *m }
-                });
+                // SAFETY: the reader's block is live; `word` is the
+                // caller's Acquire read of the slot's state.
+                let meta = unsafe { Block::read_meta(self.block, self.idx, word) };
                 Head::Queued(word, meta)
             }
             _ => Head::Dead(word),
@@ -641,10 +687,9 @@ pub(crate) unsafe fn walk<T>(
             match life(w) {
                 EMPTY => return removed,
                 QUEUED => {
-                    let meta = slot.meta.with(|m| {
-                        // SAFETY: published: the key is immutable.
-                        unsafe { *m }
-                    });
+                    // SAFETY: `b` is live (the contract) and `w` is the
+                    // Acquire read of the slot's published state.
+                    let meta = unsafe { Block::read_meta(b, i, w) };
                     if f(&meta)
                         && slot
                             .state
@@ -842,6 +887,57 @@ mod tests {
             SLOTS * 2 + 5,
             "each payload once"
         );
+    }
+
+    #[test]
+    fn a_key_comes_back_whole_with_or_without_flags() {
+        let (lane_ptr, mut w) = Lane::<u8>::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        let order = AtomicU64::new(0);
+        let keys = [
+            Meta {
+                when: 7,
+                tag: 3,
+                flags: 0,
+            },
+            Meta {
+                when: 7,
+                tag: u64::MAX,
+                flags: u32::MAX,
+            },
+            Meta {
+                when: 9,
+                tag: 0,
+                flags: 5,
+            },
+        ];
+        for (i, k) in keys.iter().enumerate() {
+            let _ = w.push(&order, i as u8, *k);
+        }
+        let gate = Gate::new();
+        let mut walked = Vec::new();
+        // SAFETY: nothing recycles blocks during the walk.
+        unsafe {
+            walk(lane, &gate.enter(), |m| {
+                walked.push((m.when, m.tag, m.flags));
+                false
+            })
+        };
+        let want: Vec<_> = keys.iter().map(|k| (k.when, k.tag, k.flags)).collect();
+        assert_eq!(walked, want);
+        let mut r = lane.reader();
+        for (i, k) in keys.iter().enumerate() {
+            let Head::Queued(word, m) = r.head(|_| unreachable!()) else {
+                panic!("empty")
+            };
+            assert_eq!((m.when, m.tag, m.flags), (k.when, k.tag, k.flags));
+            assert_eq!(number(word), i as u64);
+            assert_eq!(r.take(word).ok(), Some(i as u8));
+        }
+        drop(w);
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
     }
 
     #[test]
