@@ -372,6 +372,22 @@ std::thread_local! {
         const { std::cell::Cell::new((0, ptr::null_mut())) };
 }
 
+/// The thread's entry in `cell` for `key`: installed from `pending` (boxed)
+/// at the thread's first push, as the real push finds its thread's lane.
+fn installed<W>(
+    cell: &std::cell::Cell<(usize, *mut W)>,
+    key: usize,
+    pending: &mut Option<W>,
+) -> *mut W {
+    let (k, w) = cell.get();
+    if k == key && !w.is_null() {
+        return w;
+    }
+    let b = Box::into_raw(Box::new(pending.take().expect("installed once")));
+    cell.set((key, b));
+    b
+}
+
 fn pin_to(cpu: usize) {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; the
     // syscall reads it. Failure leaves the thread unpinned.
@@ -425,14 +441,7 @@ fn lanes(producers: usize, m: u64) -> f64 {
             let key = Arc::as_ptr(&lanes) as usize;
             move |i| {
                 LANE.with(|l| {
-                    let (k, lane) = l.get();
-                    let lane = if k == key && !lane.is_null() {
-                        lane
-                    } else {
-                        let b = Box::into_raw(Box::new(p.take().unwrap()));
-                        l.set((key, b));
-                        b
-                    };
+                    let lane = installed(l, key, &mut p);
                     // SAFETY: this thread's lane, made above, freed at
                     // the thread's last push.
                     let wake = unsafe { (*lane).push(i, 0) }.unwrap();
@@ -486,14 +495,7 @@ fn built_lanes(producers: usize, m: u64) -> f64 {
             let key = Arc::as_ptr(&order) as usize;
             move |i| {
                 WRITER.with(|c| {
-                    let (k, p) = c.get();
-                    let p = if k == key && !p.is_null() {
-                        p
-                    } else {
-                        let b = Box::into_raw(Box::new(w.take().unwrap()));
-                        c.set((key, b));
-                        b
-                    };
+                    let p = installed(c, key, &mut w);
                     // SAFETY: this thread's writer, made above, dropped at
                     // its last push (before the lanes are freed).
                     assert!(unsafe { (*p).push(&order, i) });
@@ -600,14 +602,7 @@ fn lanes_one_thread(m: u64) -> (f64, f64) {
         let t0 = Instant::now();
         for i in 0..m {
             LANE.with(|l| {
-                let (k, lane) = l.get();
-                let lane = if k == key && !lane.is_null() {
-                    lane
-                } else {
-                    let b = Box::into_raw(Box::new(p.take().unwrap()));
-                    l.set((key, b));
-                    b
-                };
+                let lane = installed(l, key, &mut p);
                 // SAFETY: this thread's lane, made above.
                 std::hint::black_box(unsafe { (*lane).push(i, 0) }.unwrap());
             });
