@@ -638,6 +638,7 @@ fn main() {
     let m = 500_000;
     pin_to(0);
     type Imp = (&'static str, fn(usize, u64) -> f64);
+    #[cfg_attr(not(feature = "internals"), allow(unused_mut))]
     let mut imps: Vec<Imp> = vec![
         ("crossbeam unbounded", crossbeam),
         ("lanes (experiment)", lanes),
