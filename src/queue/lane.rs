@@ -44,7 +44,8 @@
 //! | field | written by |
 //! |---|---|
 //! | slot `state` | the producer (publish swap; recall CAS), the consumer (claim CAS, DROPPED, reset to EMPTY in `recycle`), a walker or a ticket (QUEUED -> removed CAS) |
-//! | slot key and payload | the producer before publishing; the payload then moved out once (the consumer, the recalling producer, or the lane's last owner) |
+//! | slot key (`when`, `tag`) and payload | the producer before publishing; the payload then moved out once (the consumer, the recalling producer, or the lane's last owner) |
+//! | block `flags[i]` | the producer before publishing slot `i`, only when not zero (the state then says HAS_FLAGS; readers read it only then) |
 //! | block `next` | the producer (link swap, null before reuse), the consumer (its sleep check's CAS of null onto null; the link on `returned`) |
 //! | lane `returned` | the consumer and an exiting producer (CAS), the producer (`swap`) |
 //! | lane `first` | the consumer |
@@ -88,6 +89,15 @@ pub(crate) const RECALLED: u64 = 5;
 /// Removed, and its payload dropped by the consumer.
 pub(crate) const DROPPED: u64 = 6;
 
+// The state word's layout: life in bits 0-2, HAS_FLAGS in bit 3, the
+// number (plus one) above; every number below MAX_NUMBER fits.
+const _: () = {
+    assert!(DROPPED <= LIFE && RECALLED <= LIFE);
+    assert!(HAS_FLAGS & LIFE == 0 && HAS_FLAGS < 1 << SHIFT);
+    assert!(MAX_NUMBER.leading_zeros() >= SHIFT);
+    assert!(CLOSED >= MAX_NUMBER);
+};
+
 /// The push counter's closed bit.
 pub(crate) const CLOSED: u64 = 1 << 63;
 /// Push numbers stay below this, so a state word holds any of them.
@@ -120,7 +130,7 @@ struct Slot<T> {
     payload: UnsafeCell<MaybeUninit<T>>,
 }
 
-#[repr(align(64))]
+#[repr(C, align(64))]
 pub(crate) struct Block<T> {
     slots: [Slot<T>; SLOTS],
     /// Each slot's flags, written only when not zero (its state then says
@@ -128,6 +138,14 @@ pub(crate) struct Block<T> {
     flags: [UnsafeCell<u32>; SLOTS],
     next: AtomicPtr<Block<T>>,
 }
+
+// Two slots to a line, the first at the block's (line-aligned) start.
+#[cfg(not(loom))]
+const _: () = {
+    assert!(std::mem::size_of::<Slot<u64>>() == 32);
+    assert!(std::mem::offset_of!(Block<u64>, slots) == 0);
+    assert!(std::mem::align_of::<Block<u64>>() == 64);
+};
 
 impl<T> Block<T> {
     fn new() -> *mut Block<T> {
@@ -390,7 +408,8 @@ impl<T> Writer<T> {
             unsafe { (*p).write(item) };
         });
         let word = ((n + 1) << SHIFT) | bits | QUEUED;
-        slot.state.swap(word, Ordering::AcqRel);
+        let was = slot.state.swap(word, Ordering::AcqRel);
+        check!(was == EMPTY);
         self.idx += 1;
         self.last_when = meta.when;
         if order.load(Ordering::Acquire) & CLOSED != 0 {
@@ -963,6 +982,70 @@ mod tests {
         unsafe { Lane::free(lane_ptr) };
     }
 
+    /// A slot reused after holding flags reads its new push's zero flags,
+    /// not the old ones (they are read only when the state says so).
+    #[test]
+    fn a_reused_slot_does_not_keep_old_flags() {
+        let (lane_ptr, mut w) = Lane::<u64>::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        let order = AtomicU64::new(0);
+        let mut r = lane.reader();
+        let flagged = Meta {
+            when: 0,
+            tag: 1,
+            flags: 0xdead,
+        };
+        for i in 0..SLOTS as u64 * 2 {
+            let _ = w.push(&order, i, flagged);
+        }
+        assert_eq!(drain_all(&mut r).len(), SLOTS * 2);
+        // Fill the blocks that came back, with no flags this time.
+        for i in 0..SLOTS as u64 * 2 {
+            let _ = w.push(&order, i, meta(0, 2));
+        }
+        let mut seen = 0;
+        loop {
+            // SAFETY: no walker; the lane lives for the test.
+            match r.head(|b| unsafe { recycle(lane, b) }) {
+                Head::Queued(word, m) => {
+                    assert_eq!((m.tag, m.flags), (2, 0));
+                    r.take(word).unwrap();
+                    seen += 1;
+                }
+                Head::Empty => break,
+                Head::Dead(_) => panic!("nothing removed"),
+            }
+        }
+        assert_eq!(seen, SLOTS * 2);
+        drop(w);
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
+    }
+
+    /// The last number a state word can hold is accepted and comes out
+    /// whole; the next push is refused with its item.
+    #[test]
+    fn numbers_stop_below_the_state_words_limit() {
+        let (lane_ptr, mut w) = Lane::<u64>::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        let order = AtomicU64::new(MAX_NUMBER - 2);
+        let mut r = lane.reader();
+        for v in [1, 2] {
+            assert!(matches!(
+                w.push(&order, v, meta(0, 0)),
+                Outcome::Accepted(_)
+            ));
+        }
+        assert!(matches!(w.push(&order, 3, meta(0, 0)), Outcome::Refused(3)));
+        let got = drain_all(&mut r);
+        assert_eq!(got, [(MAX_NUMBER - 2, 1), (MAX_NUMBER - 1, 2)]);
+        drop((w, r));
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
+    }
+
     /// Blocks come back one at a time, so `returned` holds B1 -> B0 and a
     /// reused block's `next` still names the next one on that stack: the
     /// writer must null it before linking the block, or the reader follows
@@ -1120,12 +1203,13 @@ pub mod loom_model {
     }
 
     impl ModelWriter {
-        /// Pushes `v` due at 0 with tag `v % 2`, numbered from `order`.
+        /// Pushes `v` due at 0 with tag and flags `v % 2` (so reused slots
+        /// go from flags to none and back), numbered from `order`.
         pub fn push(&mut self, order: &AtomicU64, v: u64) -> Outcome<u64> {
             let meta = Meta {
                 when: 0,
                 tag: v % 2,
-                flags: 0,
+                flags: (v % 2) as u32,
             };
             match self.0.push(order, Track::new(v), meta) {
                 Outcome::Accepted(n) => Outcome::Accepted(n),
@@ -1153,7 +1237,12 @@ pub mod loom_model {
             let guard = self.gate.enter();
             // SAFETY: inside the gate, whose grace periods the reader's
             // limbo waits out before a passed block is recycled.
-            unsafe { walk(&*self.lane, &guard, |m| m.tag == tag) }
+            unsafe {
+                walk(&*self.lane, &guard, |m| {
+                    assert_eq!(u64::from(m.flags), m.tag, "a slot's own flags");
+                    m.tag == tag
+                })
+            }
         }
     }
 
@@ -1184,8 +1273,12 @@ pub mod loom_model {
             };
             match head {
                 Head::Empty => Seen::Empty,
-                Head::Queued(w, _) => match self.r.take(w) {
-                    Ok(v) => Seen::Item(number(w), v.into_inner()),
+                Head::Queued(w, m) => match self.r.take(w) {
+                    Ok(v) => {
+                        let v = v.into_inner();
+                        assert_eq!((m.tag, u64::from(m.flags)), (v % 2, v % 2), "its own key");
+                        Seen::Item(number(w), v)
+                    }
                     Err(_) => self.step(),
                 },
                 Head::Dead(_) => self.step(),
