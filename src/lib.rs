@@ -31,6 +31,10 @@ pub use queue::lane::bench as __lane_bench;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use queue::lane::loom_model as __loom_lane;
+/// The registry of lanes (`docs/lanes.md`), for the loom model only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use queue::registry::loom_model as __loom_registry;
 /// The readiness state of one I/O source, for the loom model only.
 #[cfg(loom)]
 #[doc(hidden)]

@@ -105,6 +105,9 @@ pub(crate) const MAX_NUMBER: u64 = 1 << 59;
 
 /// A lane's producer thread has exited.
 const ABANDONED: u8 = 1;
+/// The consumer has read an abandoned lane to its end: blocks it passed
+/// are freed, not given back.
+const RETIRED: u8 = 2;
 
 /// The life bits of a state word.
 #[inline]
@@ -229,6 +232,12 @@ pub(crate) struct Lane<T> {
     /// The block the consumer reads: where walkers start.
     first: AtomicPtr<Block<T>>,
     status: AtomicU8,
+    /// The next (older) lane in the queue's registry (`registry.rs`).
+    pub(crate) link: AtomicPtr<Lane<T>>,
+    /// Under loom, headers are never deallocated but marked dead, so a
+    /// walker reaching a freed one fails the model.
+    #[cfg(loom)]
+    dead: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: a lane is shared by its producer thread, the consumer and
@@ -249,6 +258,9 @@ impl<T> Lane<T> {
             returned: CachePadded(AtomicPtr::new(ptr::null_mut())),
             first: AtomicPtr::new(first),
             status: AtomicU8::new(0),
+            link: AtomicPtr::new(ptr::null_mut()),
+            #[cfg(loom)]
+            dead: std::sync::atomic::AtomicBool::new(false),
         }));
         let writer = Writer {
             lane,
@@ -273,7 +285,23 @@ impl<T> Lane<T> {
     /// Whether the lane's producer thread has exited (Acquire: the
     /// writer's last publish is visible after it).
     pub(crate) fn is_abandoned(&self) -> bool {
-        self.status.load(Ordering::Acquire) == ABANDONED
+        self.status.load(Ordering::Acquire) != 0
+    }
+
+    /// Under loom: fails the model if the header was freed. Otherwise free.
+    #[inline(always)]
+    pub(crate) fn check_alive(&self) {
+        #[cfg(loom)]
+        assert!(
+            !self.dead.load(std::sync::atomic::Ordering::SeqCst),
+            "use after free of a lane header"
+        );
+    }
+
+    /// Whether the consumer retired the lane ([`Reader::retire_current`]).
+    /// Read by the consumer only.
+    pub(crate) fn is_retired(&self) -> bool {
+        self.status.load(Ordering::Relaxed) == RETIRED
     }
 
     /// Frees everything the lane still holds, from the consumer's block on
@@ -311,6 +339,11 @@ impl<T> Lane<T> {
                 Block::free(b);
                 b = next;
             }
+        }
+        #[cfg(loom)]
+        {
+            lane.dead.store(true, std::sync::atomic::Ordering::SeqCst);
+            std::mem::forget(lane);
         }
     }
 }
@@ -655,6 +688,7 @@ impl<T> Reader<T> {
     pub(crate) fn retire_current(mut self, mut retire: impl FnMut(*mut Block<T>)) {
         check!(self.lane().is_abandoned());
         check!(matches!(self.head(|_| unreachable!()), Head::Empty));
+        self.lane().status.store(RETIRED, Ordering::Relaxed);
         self.lane().first.store(ptr::null_mut(), Ordering::Release);
         retire(self.block);
         self.block = ptr::null_mut();

@@ -165,6 +165,8 @@ pub mod heap;
 pub(crate) mod lane;
 mod node;
 mod producer;
+#[allow(dead_code)]
+pub(crate) mod registry;
 mod shared;
 mod wait;
 pub use producer::{Closed, ItemInfo, Producer, Push, Pushed, Ticket};

@@ -1,0 +1,670 @@
+//! The registry of a queue's lanes, and the consumer's view of it
+//! (`docs/lanes.md`, "The registry of lanes").
+//!
+//! # Design
+//!
+//! * The **registry** is a Treiber list of lane headers, newest first,
+//!   linked through each header's `link`. A producer thread's first push
+//!   to a queue makes a lane and links it at the head with one CAS
+//!   ([`Registry::register`]); producers never unlink and never read past
+//!   the head. Every write to `head` is an RMW, so the consumer's RMW read
+//!   of it at its sleep check ([`Lanes::any_latest`]) either sees a new
+//!   lane or the registering CAS reads from it, and the producer's later
+//!   load of the wait word sees "asleep" (`wait.rs`'s argument).
+//! * The **consumer** ([`Lanes`]) keeps the lanes it has adopted in a list
+//!   of its own, in registry order, each with its [`Reader`]. It adopts new
+//!   lanes by walking from the head down to `seen`, the newest lane it
+//!   adopted before. `seen` is never unlinked, so that walk always ends
+//!   at a live header the consumer knows (an unlinked and reused address
+//!   cannot stop it early).
+//! * **Retiring**: once a lane is abandoned (its writer dropped, at its
+//!   thread's exit) and its head is EMPTY, the consumer ends its reader:
+//!   its last block goes to limbo to be freed, and the header is unlinked
+//!   (the consumer writes its predecessor's `link`; producers only CAS
+//!   `head`, and the lane is not `seen`, so its predecessor is a lane the
+//!   consumer adopted) and goes to limbo after it. So the registry holds
+//!   the lanes live at once, plus `seen`.
+//! * **Walkers** (`remove_where`, `any`) enter the registry's own gate,
+//!   then follow `link` from the head and walk each lane
+//!   ([`lane::walk`]). Everything the consumer unlinks or passes (blocks,
+//!   headers) goes through one limbo on that gate, first in, first out: a
+//!   lane's passed blocks are recycled or freed before its header is
+//!   freed, so a block's reclaim can still read its lane's status (given
+//!   back if the lane lives, freed if it was retired). One limbo per gate:
+//!   a limbo never starts a grace period while its previous one is
+//!   pending, which is what lets a walker standing on an unlinked header
+//!   follow its stale `link` to a header unlinked after it (`gate.rs`).
+//!   Two limbos flipping one gate would break that, hence the gate of
+//!   its own, apart from the stack's.
+//! * **Drop**: the consumer going away hands its limbo to the registry
+//!   (walkers may still be inside); the registry, dropped with the queue's
+//!   shared part when no producer, walker or consumer is left, frees the
+//!   handed-over memory and every linked lane with the payloads still in
+//!   it.
+//!
+//! # Who writes what
+//!
+//! | field | written by |
+//! |---|---|
+//! | registry `head` | producers (register CAS), the consumer (its sleep check's CAS of the value onto itself) |
+//! | header `link` | its producer before registering; then the consumer only (unlinking the next lane) |
+//! | registry `orphans` | the consumer, once, when it is dropped |
+
+use std::ptr;
+
+use super::gate::{Gate, Guard, Limbo};
+use super::lane::{self, Block, Head, Lane, Reader};
+use super::node::Meta;
+use crate::sync::{AtomicPtr, Ordering, UnsafeCell};
+use crate::util::CachePadded;
+
+/// Lane memory waiting out a grace period.
+enum Retired<T> {
+    /// A block the consumer passed: given back to its lane, or freed if the
+    /// lane was retired meanwhile.
+    Block(*mut Lane<T>, *mut Block<T>),
+    /// An unlinked header (its blocks were retired before it).
+    Header(*mut Lane<T>),
+}
+
+impl<T> Retired<T> {
+    /// # Safety
+    /// The entry's grace period is over (or nobody else is left).
+    unsafe fn release(self) {
+        match self {
+            // SAFETY: a block's header is freed only after the block (the
+            // limbo is first in, first out; `orphans` keeps that order).
+            Retired::Block(l, b) => unsafe {
+                if (*l).is_retired() {
+                    lane::free_block(b);
+                } else {
+                    lane::recycle(&*l, b);
+                }
+            },
+            // SAFETY: unlinked, its blocks retired and released before it.
+            Retired::Header(l) => unsafe { Lane::free(l) },
+        }
+    }
+}
+
+/// The lanes of one queue, shared by its producers, walkers and consumer.
+pub(crate) struct Registry<T> {
+    head: CachePadded<AtomicPtr<Lane<T>>>,
+    gate: CachePadded<Gate>,
+    /// The consumer's limbo, handed over when it was dropped.
+    orphans: UnsafeCell<Vec<Retired<T>>>,
+}
+
+// SAFETY: the registry is shared through atomics; `orphans` is written once
+// by the dropped consumer and read in `drop`; payloads are `T: Send`.
+unsafe impl<T: Send> Send for Registry<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Registry<T> {}
+
+impl<T> Registry<T> {
+    pub(crate) fn new() -> Registry<T> {
+        Registry {
+            head: CachePadded(AtomicPtr::new(ptr::null_mut())),
+            gate: CachePadded(Gate::new()),
+            orphans: UnsafeCell::new(Vec::new()),
+        }
+    }
+
+    /// Links a new lane at the head (an RMW: see the design comment).
+    ///
+    /// # Safety
+    /// `lane` came from [`Lane::new`] and was never registered; from here
+    /// the registry owns it.
+    pub(crate) unsafe fn register(&self, lane: *mut Lane<T>) {
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: as the contract: the header is the caller's until
+            // the CAS publishes it.
+            unsafe { (*lane).link.store(head, Ordering::Relaxed) };
+            match self
+                .head
+                .compare_exchange_weak(head, lane, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    fn head(&self, latest: bool) -> *mut Lane<T> {
+        if !latest {
+            return self.head.load(Ordering::Acquire);
+        }
+        let mut cur = self.head.load(Ordering::Acquire);
+        loop {
+            match self
+                .head
+                .compare_exchange_weak(cur, cur, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(v) => return v,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Calls `f` with the key of every queued item in every lane; where
+    /// `f` says so, removes the item (the consumer drops its payload when
+    /// it reaches it). Returns how many were removed. Any thread.
+    pub(crate) fn walk(&self, mut f: impl FnMut(&Meta) -> bool) -> usize {
+        let guard: Guard<'_> = self.gate.enter();
+        let mut removed = 0;
+        let mut l = self.head.load(Ordering::Acquire);
+        while !l.is_null() {
+            // SAFETY: inside the gate: a header (or block) unlinked or
+            // passed after the walk began is released only after its grace
+            // period, which waits for this guard.
+            unsafe {
+                (*l).check_alive();
+                removed += lane::walk(&*l, &guard, &mut f);
+                (*l).check_alive();
+                l = (*l).link.load(Ordering::Acquire);
+            }
+        }
+        removed
+    }
+}
+
+impl<T> Drop for Registry<T> {
+    fn drop(&mut self) {
+        // Nobody else is left: no producer, walker or consumer.
+        let orphans = self.orphans.with_mut(|p| {
+            // SAFETY: `&mut self`.
+            std::mem::take(unsafe { &mut *p })
+        });
+        for r in orphans {
+            // SAFETY: nobody is left to stand in it; first in, first out.
+            unsafe { r.release() };
+        }
+        let mut l = self.head.swap(ptr::null_mut(), Ordering::Acquire);
+        while !l.is_null() {
+            // SAFETY: linked lanes are owned by the registry; nobody is
+            // left to reach them.
+            unsafe {
+                let next = (*l).link.load(Ordering::Acquire);
+                Lane::free(l);
+                l = next;
+            }
+        }
+    }
+}
+
+/// One adopted lane.
+struct Adopted<T> {
+    lane: *mut Lane<T>,
+    /// `None` once retired (the header waits to be unlinked).
+    reader: Option<Reader<T>>,
+}
+
+/// The consumer's lanes: readers in registry order (newest first), and the
+/// limbo of what it passed or unlinked.
+pub(crate) struct Lanes<T> {
+    seen: *mut Lane<T>,
+    list: Vec<Adopted<T>>,
+    limbo: Limbo<Retired<T>>,
+}
+
+// SAFETY: the consumer may move to another thread with its lanes.
+unsafe impl<T: Send> Send for Lanes<T> {}
+
+impl<T> Lanes<T> {
+    pub(crate) fn new() -> Lanes<T> {
+        Lanes {
+            seen: ptr::null_mut(),
+            list: Vec::new(),
+            limbo: Limbo::new(),
+        }
+    }
+
+    /// How many lanes the consumer reads (retired ones not counted).
+    pub(crate) fn len(&self) -> usize {
+        self.list.iter().filter(|a| a.reader.is_some()).count()
+    }
+
+    /// Lanes (and blocks) in limbo.
+    pub(crate) fn in_limbo(&self) -> usize {
+        self.limbo.len()
+    }
+
+    /// Adopts the lanes registered since the last call; whether there were
+    /// any. `latest` reads the head with an RMW (the sleep check).
+    pub(crate) fn adopt(&mut self, reg: &Registry<T>, latest: bool) -> bool {
+        let head = reg.head(latest);
+        if head == self.seen {
+            return false;
+        }
+        let mut new = Vec::new();
+        let mut l = head;
+        while l != self.seen {
+            new.push(Adopted {
+                lane: l,
+                // SAFETY: registered lanes stay until the consumer unlinks
+                // them, and this one is new to it: its first block is the
+                // one it was made with.
+                reader: Some(unsafe { &*l }.reader()),
+            });
+            // SAFETY: as above; `seen` is further down and never unlinked,
+            // so the walk ends there.
+            l = unsafe { (*l).link.load(Ordering::Acquire) };
+        }
+        self.seen = head;
+        new.append(&mut self.list);
+        self.list = new;
+        true
+    }
+
+    /// The head of the lane at position `i` (below
+    /// [`slots`](Self::slots)): EMPTY, queued or dead; `None` for a
+    /// retired lane. `latest` reads it with an RMW.
+    pub(crate) fn head(&mut self, i: usize, latest: bool) -> Option<Head> {
+        let a = &mut self.list[i];
+        let reader = a.reader.as_mut()?;
+        let lane = a.lane;
+        let limbo = &mut self.limbo;
+        let retire = |b| {
+            limbo.push(Retired::Block(lane, b));
+        };
+        Some(if latest {
+            reader.head_latest(retire)
+        } else {
+            reader.head(retire)
+        })
+    }
+
+    /// Claims lane `i`'s queued head (its state word from
+    /// [`head`](Self::head)).
+    pub(crate) fn take(&mut self, i: usize, word: u64) -> Result<T, u64> {
+        self.reader(i).take(word)
+    }
+
+    /// Steps over lane `i`'s dead head; a removed item's payload, for the
+    /// caller to drop.
+    pub(crate) fn step_over(&mut self, i: usize) -> Option<T> {
+        self.reader(i).step_over()
+    }
+
+    fn reader(&mut self, i: usize) -> &mut Reader<T> {
+        self.list[i].reader.as_mut().expect("a live lane")
+    }
+
+    /// Positions in the list (for [`head`](Self::head)).
+    pub(crate) fn slots(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The check before sleeping: adopts new lanes and reads every lane's
+    /// head with an RMW. Whether anything is there to pop (a new lane
+    /// counts as found only if it holds a published item).
+    pub(crate) fn any_latest(&mut self, reg: &Registry<T>) -> bool {
+        self.adopt(reg, true);
+        for i in 0..self.list.len() {
+            if matches!(self.head(i, true), Some(Head::Queued(..) | Head::Dead(_))) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Retires abandoned lanes read to their end, unlinks retired headers
+    /// (all but `seen`), and frees or gives back what no walker can hold
+    /// any more. Never waits.
+    pub(crate) fn maintain(&mut self, reg: &Registry<T>) {
+        let mut i = 0;
+        while i < self.list.len() {
+            let a = &mut self.list[i];
+            if let Some(r) = a.reader.as_mut() {
+                // SAFETY: adopted lanes are live.
+                let abandoned = unsafe { &*a.lane }.is_abandoned();
+                let lane = a.lane;
+                let limbo = &mut self.limbo;
+                // Acquire of the mark first: an EMPTY head after it is the
+                // lane's end.
+                if abandoned
+                    && matches!(
+                        r.head(|b| {
+                            limbo.push(Retired::Block(lane, b));
+                        }),
+                        Head::Empty
+                    )
+                {
+                    let r = a.reader.take().expect("checked");
+                    r.retire_current(|b| {
+                        limbo.push(Retired::Block(lane, b));
+                    });
+                }
+            }
+            let a = &self.list[i];
+            if a.reader.is_none() && a.lane != self.seen {
+                assert!(i > 0, "`seen` is first");
+                // SAFETY: the list is in registry order and `seen` (the
+                // first) is never unlinked, so `list[i - 1]` is the lane
+                // whose `link` names this one; only the consumer writes a
+                // published `link`.
+                unsafe {
+                    let next = (*a.lane).link.load(Ordering::Relaxed);
+                    (*self.list[i - 1].lane).link.store(next, Ordering::Release);
+                }
+                let a = self.list.remove(i);
+                self.limbo.push(Retired::Header(a.lane));
+                continue;
+            }
+            i += 1;
+        }
+        self.limbo.reclaim(&reg.gate, |batch| {
+            for r in batch {
+                // SAFETY: the grace period is over.
+                unsafe { r.release() };
+            }
+        });
+    }
+
+    /// The consumer goes away: what is in limbo goes to the registry, freed
+    /// with it (walkers may still stand in it).
+    ///
+    /// # Safety
+    /// Called once, by the consumer, with the registry these lanes came
+    /// from; nothing else writes `orphans`.
+    pub(crate) unsafe fn hand_over(&mut self, reg: &Registry<T>) {
+        let mut left: Vec<Retired<T>> = self.limbo.take_all().collect();
+        reg.orphans.with_mut(|p| {
+            // SAFETY: as the contract.
+            unsafe { (*p).append(&mut left) }
+        });
+        self.list.clear();
+        self.seen = ptr::null_mut();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::AtomicU64;
+    use std::sync::atomic::AtomicUsize as StdUsize;
+    use std::sync::Arc;
+
+    fn meta(tag: u64) -> Meta {
+        Meta {
+            when: 0,
+            tag,
+            flags: 0,
+        }
+    }
+
+    /// Pops every published item of every lane, in lane order.
+    fn pop_all<T>(lanes: &mut Lanes<T>, reg: &Registry<T>) -> Vec<T> {
+        lanes.adopt(reg, false);
+        let mut out = Vec::new();
+        for i in 0..lanes.slots() {
+            loop {
+                match lanes.head(i, false) {
+                    None | Some(Head::Empty) => break,
+                    Some(Head::Queued(w, _)) => out.push(lanes.take(i, w).ok().unwrap()),
+                    Some(Head::Dead(_)) => drop(lanes.step_over(i)),
+                }
+            }
+        }
+        out
+    }
+
+    struct D(u64, Arc<StdUsize>);
+    impl Drop for D {
+        fn drop(&mut self) {
+            self.1.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn lanes_are_adopted_read_retired_and_unlinked() {
+        let reg = Registry::<u64>::new();
+        let order = AtomicU64::new(0);
+        let mut lanes = Lanes::new();
+        let (a, mut wa) = Lane::new();
+        // SAFETY: a new lane.
+        unsafe { reg.register(a) };
+        for v in 0..(lane::SLOTS as u64 + 2) {
+            let _ = wa.push(&order, v, meta(0));
+        }
+        let (b, mut wb) = Lane::new();
+        // SAFETY: a new lane.
+        unsafe { reg.register(b) };
+        let _ = wb.push(&order, 100, meta(0));
+        assert!(lanes.any_latest(&reg));
+        assert_eq!(lanes.len(), 2);
+        let mut got = pop_all(&mut lanes, &reg);
+        got.sort_unstable();
+        assert_eq!(got.len(), lane::SLOTS + 3);
+        assert!(!lanes.any_latest(&reg), "all taken");
+        // `a`'s thread exits: its lane is retired and unlinked (it is not
+        // `seen`: `b` is newer).
+        drop(wa);
+        lanes.maintain(&reg);
+        assert_eq!(lanes.len(), 1);
+        assert_eq!(lanes.slots(), 1, "a's header unlinked");
+        // SAFETY: `b` is live.
+        assert!(unsafe { (*b).link.load(Ordering::Relaxed) }.is_null());
+        assert_eq!(lanes.in_limbo(), 0, "no walker: released at once");
+        // `b` exits too: retired, but its header stays (it is `seen`).
+        drop(wb);
+        lanes.maintain(&reg);
+        assert_eq!((lanes.len(), lanes.slots()), (0, 1));
+        // A new thread's lane: `b` is no longer `seen` and goes.
+        let (c, mut wc) = Lane::new();
+        // SAFETY: a new lane.
+        unsafe { reg.register(c) };
+        let _ = wc.push(&order, 7, meta(0));
+        assert_eq!(pop_all(&mut lanes, &reg), [7]);
+        lanes.maintain(&reg);
+        assert_eq!((lanes.len(), lanes.slots()), (1, 1));
+        drop(wc);
+        // SAFETY: the consumer's only hand-over.
+        unsafe { lanes.hand_over(&reg) };
+        drop(reg);
+    }
+
+    #[test]
+    fn walkers_stand_in_lanes_the_consumer_retires() {
+        let drops = Arc::new(StdUsize::new(0));
+        let reg = Registry::<D>::new();
+        let order = AtomicU64::new(0);
+        let mut lanes = Lanes::new();
+        let mut writers = Vec::new();
+        for t in 0..3u64 {
+            let (l, mut w) = Lane::new();
+            // SAFETY: a new lane.
+            unsafe { reg.register(l) };
+            for v in 0..(lane::SLOTS as u64 * 2) {
+                let _ = w.push(&order, D(v, drops.clone()), meta(t));
+            }
+            writers.push(w);
+        }
+        // A walker inside the gate holds every block and header.
+        let guard = reg.gate.enter();
+        assert_eq!(reg.walk(|m| m.tag == 1), lane::SLOTS * 2);
+        let got = pop_all(&mut lanes, &reg);
+        assert_eq!(got.len(), lane::SLOTS * 4);
+        drop(got);
+        writers.clear();
+        lanes.maintain(&reg);
+        assert_eq!(lanes.len(), 0);
+        assert!(lanes.in_limbo() > 0, "held by the walker");
+        drop(guard);
+        lanes.maintain(&reg);
+        lanes.maintain(&reg);
+        assert_eq!(lanes.in_limbo(), 0);
+        assert_eq!(drops.load(Ordering::Relaxed), lane::SLOTS * 6);
+        // SAFETY: the consumer's only hand-over.
+        unsafe { lanes.hand_over(&reg) };
+        drop(reg);
+    }
+
+    #[test]
+    fn a_dropped_queue_frees_lanes_and_the_payloads_left() {
+        let drops = Arc::new(StdUsize::new(0));
+        let reg = Registry::<D>::new();
+        let order = AtomicU64::new(0);
+        let mut lanes = Lanes::new();
+        let (l, mut w) = Lane::new();
+        // SAFETY: a new lane.
+        unsafe { reg.register(l) };
+        for v in 0..(lane::SLOTS as u64 * 3) {
+            let _ = w.push(&order, D(v, drops.clone()), meta(0));
+        }
+        // The consumer passes two blocks while a walker is inside, then
+        // goes away with them in limbo.
+        let guard = reg.gate.enter();
+        lanes.adopt(&reg, false);
+        for _ in 0..lane::SLOTS * 2 + 1 {
+            let Some(Head::Queued(word, _)) = lanes.head(0, false) else {
+                panic!("empty")
+            };
+            drop(lanes.take(0, word).ok().unwrap());
+        }
+        lanes.maintain(&reg);
+        assert_eq!(lanes.in_limbo(), 2);
+        // SAFETY: the consumer's only hand-over.
+        unsafe { lanes.hand_over(&reg) };
+        drop(guard);
+        drop(w);
+        assert_eq!(drops.load(Ordering::Relaxed), lane::SLOTS * 2 + 1);
+        drop(reg);
+        assert_eq!(drops.load(Ordering::Relaxed), lane::SLOTS * 3);
+    }
+}
+
+#[cfg(loom)]
+/// The registry's protocol under loom, for `tests/loom_registry.rs`.
+pub mod loom_model {
+    use super::*;
+    use crate::sync::AtomicU64;
+    use lane::{Outcome, Writer};
+    use loom::alloc::Track;
+
+    /// A queue's lanes and push counter (payloads tracked by loom).
+    pub struct ModelQueue {
+        reg: Registry<Track<u64>>,
+        order: AtomicU64,
+    }
+
+    /// A producer thread's lane; dropping it is the thread's exit.
+    pub struct ModelProducer(Writer<Track<u64>>);
+
+    /// The consumer's lanes.
+    pub struct ModelConsumer(Lanes<Track<u64>>);
+
+    /// What the consumer found.
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum Seen {
+        /// An item taken.
+        Item(u64),
+        /// A removed item stepped over (its payload dropped).
+        Removed(u64),
+    }
+
+    impl ModelQueue {
+        /// An empty queue.
+        pub fn new() -> ModelQueue {
+            ModelQueue {
+                reg: Registry::new(),
+                order: AtomicU64::new(0),
+            }
+        }
+
+        /// A new producer thread's lane, registered.
+        pub fn join(&self) -> ModelProducer {
+            let (l, w) = Lane::new();
+            // SAFETY: a new lane.
+            unsafe { self.reg.register(l) };
+            ModelProducer(w)
+        }
+
+        /// Removes the items tagged `tag` (the value's parity); how many.
+        pub fn remove_tag(&self, tag: u64) -> usize {
+            self.reg.walk(|m| m.tag == tag)
+        }
+    }
+
+    impl Default for ModelQueue {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl ModelProducer {
+        /// Pushes `v`, tagged with its parity; whether it was accepted.
+        pub fn push(&mut self, q: &ModelQueue, v: u64) -> bool {
+            let meta = Meta {
+                when: 0,
+                tag: v % 2,
+                flags: 0,
+            };
+            matches!(
+                self.0.push(&q.order, Track::new(v), meta),
+                Outcome::Accepted(_)
+            )
+        }
+    }
+
+    impl ModelConsumer {
+        /// A consumer with no lanes adopted.
+        pub fn new() -> ModelConsumer {
+            ModelConsumer(Lanes::new())
+        }
+
+        /// Adopts new lanes, pops everything published, retires, unlinks
+        /// and reclaims.
+        pub fn turn(&mut self, q: &ModelQueue) -> Vec<Seen> {
+            let lanes = &mut self.0;
+            lanes.adopt(&q.reg, false);
+            let mut out = Vec::new();
+            for i in 0..lanes.slots() {
+                loop {
+                    match lanes.head(i, false) {
+                        None | Some(Head::Empty) => break,
+                        Some(Head::Queued(w, _)) => match lanes.take(i, w) {
+                            Ok(v) => out.push(Seen::Item(v.into_inner())),
+                            Err(_) => out
+                                .extend(lanes.step_over(i).map(|v| Seen::Removed(v.into_inner()))),
+                        },
+                        Some(Head::Dead(_)) => {
+                            out.extend(lanes.step_over(i).map(|v| Seen::Removed(v.into_inner())))
+                        }
+                    }
+                }
+            }
+            lanes.maintain(&q.reg);
+            out
+        }
+
+        /// The check before sleeping.
+        pub fn any_latest(&mut self, q: &ModelQueue) -> bool {
+            self.0.any_latest(&q.reg)
+        }
+
+        /// Lanes read (not retired), and positions held (retired headers
+        /// not yet unlinked included).
+        pub fn lanes(&self) -> (usize, usize) {
+            (self.0.len(), self.0.slots())
+        }
+
+        /// Entries in limbo.
+        pub fn in_limbo(&self) -> usize {
+            self.0.in_limbo()
+        }
+
+        /// The consumer goes away.
+        pub fn finish(mut self, q: &ModelQueue) {
+            // SAFETY: once, with its registry.
+            unsafe { self.0.hand_over(&q.reg) };
+        }
+    }
+
+    impl Default for ModelConsumer {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Loom models of the registry of lanes (`src/queue/registry.rs`,
+//! `docs/lanes.md`): lanes registered by producer threads, adopted, read,
+//! retired when their thread exits and unlinked by the consumer, while
+//! walkers follow the registry's links. Payloads are loom-tracked: a leaked
+//! or doubly dropped item fails the model.
+//!
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_registry`
+#![cfg(loom)]
+
+use deliloop::__loom_registry::{ModelConsumer, ModelQueue, Seen};
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+/// A thread registers its lane and pushes while the consumer checks before
+/// sleeping: the consumer sees the item, or the producer, looking at the
+/// wait word after its push, sees the consumer asleep (and would wake it).
+#[test]
+fn a_lane_registered_as_the_consumer_sleeps_is_seen_or_wakes_it() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        let asleep = Arc::new(AtomicBool::new(false));
+        let (q2, a2) = (q.clone(), asleep.clone());
+        let t = thread::spawn(move || {
+            let mut p = q2.join();
+            assert!(p.push(&q2, 1));
+            // The wait word's load after the publish (`wait.rs`).
+            a2.load(Ordering::Acquire)
+        });
+        let mut c = ModelConsumer::new();
+        asleep.swap(true, Ordering::AcqRel);
+        let seen = c.any_latest(&q);
+        let woke = t.join().unwrap();
+        assert!(seen || woke, "a lost wake");
+        let mut got = c.turn(&q);
+        got.extend(c.turn(&q));
+        assert_eq!(got, [Seen::Item(1)]);
+        c.finish(&q);
+    });
+}
+
+/// One producer thread pushes an item and exits while a newer lane (of a
+/// thread still alive) holds another; a walker removes the odd ones
+/// while the consumer reads, retires the exited lane and unlinks a header
+/// through limbo: every item taken or removed exactly once, the walk ends,
+/// and what was unlinked is freed.
+#[test]
+fn a_walker_and_a_retiring_consumer_share_the_registry() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        // The exiting thread's lane is the older one, so the consumer
+        // unlinks it (the newest stays: it is where adoption stops).
+        let mut p = q.join();
+        let mut live = q.join();
+        assert!(live.push(&q, 2));
+        let q1 = q.clone();
+        let t1 = thread::spawn(move || {
+            assert!(p.push(&q1, 1));
+            drop(p); // the thread exits
+        });
+        let q3 = q.clone();
+        let walker = thread::spawn(move || q3.remove_tag(1));
+        let mut c = ModelConsumer::new();
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            let found = c.turn(&q);
+            if found.is_empty() {
+                thread::yield_now();
+            }
+            got.extend(found);
+        }
+        // The exited lane retires once its exit is seen; a header goes.
+        while c.lanes() != (1, 1) {
+            c.turn(&q);
+            thread::yield_now();
+        }
+        let removed = walker.join().unwrap();
+        t1.join().unwrap();
+        got.sort_by_key(|s| match s {
+            Seen::Item(v) | Seen::Removed(v) => *v,
+        });
+        match removed {
+            0 => assert_eq!(got, [Seen::Item(1), Seen::Item(2)]),
+            1 => assert_eq!(got, [Seen::Removed(1), Seen::Item(2)]),
+            n => panic!("removed {n}"),
+        }
+        c.turn(&q);
+        assert_eq!(c.in_limbo(), 0);
+        drop(live);
+        c.finish(&q);
+    });
+}
