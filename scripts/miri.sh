@@ -49,9 +49,10 @@ MIRIFLAGS="$base" cargo +nightly miri test --quiet --no-run "${args[@]}" || exit
 # Of the library's own unit tests, the ones over unsafe code of their own
 # (a posted closure stored inline in its node, src/runtime/posted.rs; a
 # lane's blocks, src/queue/lane.rs; the registry of lanes,
-# src/queue/registry.rs), under strict provenance: that code
+# src/queue/registry.rs; the thread-local lookup of lanes,
+# src/queue/local.rs), under strict provenance: that code
 # exposes no address.
-lib_filters=(runtime::posted queue::lane queue::registry)
+lib_filters=(runtime::posted queue::lane queue::registry queue::local)
 
 failed=()
 for ((seed = 0; seed < seeds; seed++)); do

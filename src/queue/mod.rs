@@ -163,6 +163,8 @@ pub mod heap;
 // Not wired into the queue yet: `docs/lanes.md` says what is left.
 #[allow(dead_code)]
 pub(crate) mod lane;
+#[allow(dead_code)]
+pub(crate) mod local;
 mod node;
 mod producer;
 #[allow(dead_code)]
