@@ -549,6 +549,36 @@ fn built_lanes(producers: usize, m: u64) -> f64 {
     ns
 }
 
+/// The same through every piece built so far: the thread-local lookup of
+/// `src/queue/local.rs` (each thread's lane made at its first push, given
+/// up at its exit), lanes registered and read through
+/// `src/queue/registry.rs`, passed blocks through its limbo.
+#[cfg(feature = "internals")]
+fn registry_lanes(producers: usize, m: u64) -> f64 {
+    use deliloop::__registry_bench::home;
+    let (h, mut consumer) = home();
+    let ps: Vec<_> = (0..producers)
+        .map(|_| {
+            let h = h.clone();
+            move |i| assert!(h.push(i))
+        })
+        .collect();
+    timed(ps, m, |total| {
+        let mut got = 0;
+        let mut sum = 0u64;
+        while got < total {
+            match consumer.pop() {
+                Some(v) => {
+                    got += 1;
+                    sum = sum.wrapping_add(v);
+                }
+                None => std::hint::spin_loop(),
+            }
+        }
+        assert_eq!(sum, producers as u64 * (m * (m - 1) / 2), "each item once");
+    })
+}
+
 fn queue(producers: usize, m: u64) -> f64 {
     let mut q = DeliQueue::<u64>::new();
     let ps: Vec<_> = (0..producers)
@@ -646,6 +676,8 @@ fn main() {
     ];
     #[cfg(feature = "internals")]
     imps.push(("lane (src/queue/lane.rs)", built_lanes));
+    #[cfg(feature = "internals")]
+    imps.push(("lanes via local.rs + registry.rs", registry_lanes));
     #[cfg(not(feature = "internals"))]
     println!("SKIP lane (src/queue/lane.rs): build with --features internals");
     for m in [1_000, 100_000] {

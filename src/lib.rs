@@ -31,6 +31,11 @@ pub use queue::lane::bench as __lane_bench;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use queue::lane::loom_model as __loom_lane;
+/// The lane with its thread-local lookup and registry, for
+/// `benches/lanes.rs` only: not an API.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub use queue::local::bench as __registry_bench;
 /// The registry of lanes (`docs/lanes.md`), for the loom model only.
 #[cfg(loom)]
 #[doc(hidden)]

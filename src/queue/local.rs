@@ -97,14 +97,18 @@ impl Drop for Entry {
     }
 }
 
-#[derive(Default)]
 struct Local {
     entries: Vec<Entry>,
     hint: usize,
 }
 
 thread_local! {
-    static LANES: RefCell<Local> = RefCell::new(Local::default());
+    static LANES: RefCell<Local> = const {
+        RefCell::new(Local {
+            entries: Vec::new(),
+            hint: 0,
+        })
+    };
 }
 
 /// Calls `f` with this thread's writer for `owner`'s queue and `class`,
@@ -323,5 +327,109 @@ mod tests {
             with_writer(&a, 0, |_: &mut Writer<u8>| ()).is_none()
         });
         assert_eq!(inner, Some(true));
+    }
+}
+
+#[cfg(feature = "internals")]
+/// The built pieces together, for `benches/lanes.rs` (feature
+/// `internals`): pushes through this module's thread-local lookup, lanes
+/// registered in a [`Registry`] and read through the consumer's
+/// [`Lanes`](super::registry::Lanes), passed blocks through its limbo.
+pub mod bench {
+    use super::super::lane::{Head, Outcome};
+    use super::super::node::Meta;
+    use super::super::registry::Lanes;
+    use super::*;
+
+    struct Home(LaneHome<u64>);
+
+    impl HasLanes<u64> for Home {
+        fn home(&self) -> &LaneHome<u64> {
+            &self.0
+        }
+    }
+
+    /// A queue's lanes, shared by its producer threads.
+    #[derive(Clone)]
+    pub struct BenchHome(Arc<Home>);
+
+    /// Its consumer.
+    pub struct BenchConsumer {
+        home: Arc<Home>,
+        lanes: Lanes<u64>,
+        taken: u64,
+    }
+
+    /// A queue's lanes and its consumer.
+    pub fn home() -> (BenchHome, BenchConsumer) {
+        let h = Arc::new(Home(LaneHome::new()));
+        (
+            BenchHome(h.clone()),
+            BenchConsumer {
+                home: h,
+                lanes: Lanes::new(),
+                taken: 0,
+            },
+        )
+    }
+
+    impl BenchHome {
+        /// Pushes `v` due at 0 on this thread's lane (made at its first
+        /// push, given up at its exit); false if refused.
+        #[inline]
+        pub fn push(&self, v: u64) -> bool {
+            let meta = Meta {
+                when: 0,
+                tag: 0,
+                flags: 0,
+            };
+            with_writer(&self.0, 0, |w: &mut Writer<u64>| {
+                matches!(w.push(&self.0 .0.order, v, meta), Outcome::Accepted(_))
+            })
+            .unwrap_or(false)
+        }
+    }
+
+    impl BenchConsumer {
+        /// The published head with the smallest number, taken: the pick
+        /// across lanes, with the re-read of empty lanes and of the
+        /// registry when more than one lane is read.
+        #[inline]
+        pub fn pop(&mut self) -> Option<u64> {
+            let reg = &self.home.0.registry;
+            let mut best = (usize::MAX, u64::MAX);
+            let mut empty = false;
+            for round in 0..2 {
+                if round == 1 && !(empty && self.lanes.slots() > 1) && best.0 != usize::MAX {
+                    break;
+                }
+                if round == 1 || self.lanes.slots() == 0 {
+                    self.lanes.adopt(reg, false);
+                }
+                for i in 0..self.lanes.slots() {
+                    match self.lanes.head(i, false) {
+                        Some(Head::Queued(w, _)) if w < best.1 => best = (i, w),
+                        Some(Head::Empty) => empty = true,
+                        _ => {}
+                    }
+                }
+            }
+            if best.0 == usize::MAX {
+                return None;
+            }
+            let v = self.lanes.take(best.0, best.1).ok()?;
+            self.taken += 1;
+            if self.taken % 64 == 0 {
+                self.lanes.maintain(reg);
+            }
+            Some(v)
+        }
+    }
+
+    impl Drop for BenchConsumer {
+        fn drop(&mut self) {
+            // SAFETY: the consumer's only hand-over, with its registry.
+            unsafe { self.lanes.hand_over(&self.home.0.registry) };
+        }
     }
 }
