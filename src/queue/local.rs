@@ -333,8 +333,8 @@ mod tests {
 #[cfg(feature = "internals")]
 /// The built pieces together, for `benches/lanes.rs` (feature
 /// `internals`): pushes through this module's thread-local lookup, lanes
-/// registered in a [`Registry`] and read through the consumer's
-/// [`Lanes`](super::registry::Lanes), passed blocks through its limbo.
+/// registered in the queue's registry and read through the consumer's
+/// `Lanes`, passed blocks through its limbo.
 pub mod bench {
     use super::super::lane::{Head, Outcome};
     use super::super::node::Meta;
