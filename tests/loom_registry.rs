@@ -90,3 +90,42 @@ fn a_walker_and_a_retiring_consumer_share_the_registry() {
         c.finish(&q);
     });
 }
+
+/// Three lanes, the newest live: the two older threads exit newest first,
+/// so the consumer unlinks the middle lane and then the oldest, reclaiming
+/// between, while a walker goes down the registry. A walker standing on
+/// the middle header follows its stale link to the oldest, unlinked after
+/// it: the limbo keeps both until the walker leaves (a freed header or
+/// block it reached fails the model). The consumer goes away before the
+/// walker is done, so what it still holds is freed with the registry, and
+/// loom's leak check sees every header and block freed once.
+#[test]
+fn a_walker_follows_a_stale_link_to_a_lane_unlinked_after_it() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        let mut oldest = q.join();
+        let mut middle = q.join();
+        let newest = q.join();
+        assert!(oldest.push(&q, 1));
+        assert!(middle.push(&q, 3));
+        let q2 = q.clone();
+        let walker = thread::spawn(move || q2.remove_tag(1));
+        let mut c = ModelConsumer::new();
+        let mut got = c.turn(&q);
+        drop(middle); // its thread exits first
+        got.extend(c.turn(&q));
+        assert_eq!(c.lanes(), (2, 2), "the middle lane is unlinked");
+        drop(oldest);
+        got.extend(c.turn(&q));
+        assert_eq!(c.lanes(), (1, 1), "the oldest lane is unlinked");
+        c.finish(&q);
+        let removed = walker.join().unwrap();
+        got.sort_by_key(|s| match s {
+            Seen::Item(v) | Seen::Removed(v) => *v,
+        });
+        let taken = got.iter().filter(|s| matches!(s, Seen::Item(_))).count();
+        assert_eq!(got.len(), 2, "each item once: {got:?}");
+        assert_eq!(taken + removed, 2, "removed {removed}, seen {got:?}");
+        drop(newest);
+    });
+}

@@ -140,6 +140,36 @@ pub(crate) struct Block<T> {
     /// HAS_FLAGS).
     flags: [UnsafeCell<u32>; SLOTS],
     next: AtomicPtr<Block<T>>,
+    #[cfg(loom)]
+    alive: Alive,
+}
+
+/// Under loom, lane memory (blocks and headers) is never deallocated: it is
+/// marked dead, so a later access or a second free fails the model, and its
+/// loom-tracked token is dropped, so memory never freed fails the model as
+/// a leak.
+#[cfg(loom)]
+struct Alive(std::sync::Mutex<Option<loom::alloc::Track<()>>>);
+
+#[cfg(loom)]
+impl Alive {
+    fn new() -> Alive {
+        Alive(std::sync::Mutex::new(Some(loom::alloc::Track::new(()))))
+    }
+
+    fn check(&self, what: &str) {
+        assert!(
+            self.0.lock().unwrap().is_some(),
+            "use after free of a {what}"
+        );
+    }
+
+    fn kill(&self, what: &str) {
+        assert!(
+            self.0.lock().unwrap().take().is_some(),
+            "a {what} freed twice"
+        );
+    }
 }
 
 // Two slots to a line, the first at the block's (line-aligned) start.
@@ -163,6 +193,8 @@ impl<T> Block<T> {
             }),
             flags: std::array::from_fn(|_| UnsafeCell::new(0)),
             next: AtomicPtr::new(ptr::null_mut()),
+            #[cfg(loom)]
+            alive: Alive::new(),
         }))
     }
 
@@ -170,8 +202,24 @@ impl<T> Block<T> {
     /// `b` came from [`Block::new`], no payload is left in it, and nobody
     /// can reach it any more.
     unsafe fn free(b: *mut Block<T>) {
+        #[cfg(not(loom))]
         // SAFETY: as the contract.
         drop(unsafe { Box::from_raw(b) });
+        #[cfg(loom)]
+        // SAFETY: under loom the memory stays: `b` is still readable.
+        unsafe { &(*b).alive }.kill("block");
+    }
+
+    /// Under loom: fails the model if `b` was freed. Otherwise free.
+    ///
+    /// # Safety
+    /// `b` came from [`Block::new`] (under loom it is never deallocated).
+    #[inline(always)]
+    unsafe fn check_alive(b: *mut Block<T>) {
+        #[cfg(loom)]
+        // SAFETY: as the contract.
+        unsafe { &(*b).alive }.check("block");
+        let _ = b;
     }
 
     /// Writes slot `i`'s key; the state bits it needs (HAS_FLAGS or none).
@@ -236,10 +284,8 @@ pub(crate) struct Lane<T> {
     status: AtomicU8,
     /// The next (older) lane in the queue's registry (`registry.rs`).
     pub(crate) link: AtomicPtr<Lane<T>>,
-    /// Under loom, headers are never deallocated but marked dead, so a
-    /// walker reaching a freed one fails the model.
     #[cfg(loom)]
-    dead: std::sync::atomic::AtomicBool,
+    alive: Alive,
 }
 
 // SAFETY: a lane is shared by its producer thread, the consumer and
@@ -262,7 +308,7 @@ impl<T> Lane<T> {
             status: AtomicU8::new(0),
             link: AtomicPtr::new(ptr::null_mut()),
             #[cfg(loom)]
-            dead: std::sync::atomic::AtomicBool::new(false),
+            alive: Alive::new(),
         }));
         let writer = Writer {
             lane,
@@ -270,6 +316,8 @@ impl<T> Lane<T> {
             idx: 0,
             last_when: 0,
             spare: ptr::null_mut(),
+            #[cfg(test)]
+            made: 1,
         };
         (lane, writer)
     }
@@ -294,10 +342,7 @@ impl<T> Lane<T> {
     #[inline(always)]
     pub(crate) fn check_alive(&self) {
         #[cfg(loom)]
-        assert!(
-            !self.dead.load(std::sync::atomic::Ordering::SeqCst),
-            "use after free of a lane header"
-        );
+        self.alive.check("lane header");
     }
 
     /// Whether the consumer retired the lane ([`Reader::retire_current`]).
@@ -344,7 +389,7 @@ impl<T> Lane<T> {
         }
         #[cfg(loom)]
         {
-            lane.dead.store(true, std::sync::atomic::Ordering::SeqCst);
+            lane.alive.kill("lane header");
             std::mem::forget(lane);
         }
     }
@@ -377,6 +422,7 @@ unsafe fn push_blocks<T>(stack: &AtomicPtr<Block<T>>, first: *mut Block<T>, last
 pub(crate) unsafe fn recycle<T>(lane: &Lane<T>, b: *mut Block<T>) {
     // SAFETY: as the contract: the block is the consumer's alone.
     unsafe {
+        Block::check_alive(b);
         for s in &(*b).slots {
             check!(matches!(
                 life(s.state.load(Ordering::Relaxed)),
@@ -408,12 +454,21 @@ pub(crate) struct Writer<T> {
     last_when: u64,
     /// Blocks taken from `returned`, linked through `next`.
     spare: *mut Block<T>,
+    /// Blocks this writer allocated (tests only).
+    #[cfg(test)]
+    made: usize,
 }
 
 // SAFETY: a writer is its thread's; moving it moves its blocks' ownership.
 unsafe impl<T: Send> Send for Writer<T> {}
 
 impl<T> Writer<T> {
+    /// How many blocks this writer allocated, its first included.
+    #[cfg(test)]
+    pub(crate) fn blocks_made(&self) -> usize {
+        self.made
+    }
+
     /// Whether a push due at `when` may take this lane: its `when` is not
     /// before the lane's last one (so the lane stays in `(when, seq)`
     /// order), and it is the pusher's clock now (`due_now`) or equal to the
@@ -480,12 +535,17 @@ impl<T> Writer<T> {
             self.spare = lane.returned.swap(ptr::null_mut(), Ordering::Acquire);
         }
         let b = if self.spare.is_null() {
+            #[cfg(test)]
+            {
+                self.made += 1;
+            }
             Block::new()
         } else {
             let b = self.spare;
             // SAFETY: spare blocks are this writer's (taken whole from
             // `returned`, whose pushes released their links).
             unsafe {
+                Block::check_alive(b);
                 self.spare = (*b).next.load(Ordering::Relaxed);
                 (*b).next.store(ptr::null_mut(), Ordering::Relaxed);
             }
@@ -579,6 +639,8 @@ impl<T> Reader<T> {
         if next.is_null() {
             return false;
         }
+        // SAFETY: linked after the reader's block: a block of this lane.
+        unsafe { Block::check_alive(next) };
         let passed = self.block;
         self.block = next;
         self.idx = 0;
@@ -666,7 +728,11 @@ impl<T> Reader<T> {
         // SAFETY: the reader's block is live.
         let slot = unsafe { Block::slot(self.block, self.idx) };
         let word = slot.state.load(Ordering::Acquire);
-        check!(!matches!(life(word), EMPTY | QUEUED));
+        // Kept in release builds: stepping over a queued item would lose it.
+        assert!(
+            !matches!(life(word), EMPTY | QUEUED),
+            "stepped over a head that is empty or queued"
+        );
         self.idx += 1;
         match life(word) {
             CANCELLED | WALKED => {
@@ -724,8 +790,10 @@ pub(crate) unsafe fn free_block<T>(b: *mut Block<T>) {
 /// # Safety
 /// `guard` is a registration with the gate whose grace periods the
 /// consumer waits out before it recycles or frees a block it passed in
-/// this lane (the queue's gate), so no block the walk reaches is reset or
-/// freed under it.
+/// this lane (the registry's gate, `registry.rs`; a lane's own model uses
+/// a gate of its own), so no block the walk reaches is reset or freed
+/// under it. A guard of any other gate protects nothing: the type cannot
+/// tell them apart, which is why this function is unsafe.
 pub(crate) unsafe fn walk<T>(
     lane: &Lane<T>,
     guard: &super::gate::Guard<'_>,
@@ -735,6 +803,8 @@ pub(crate) unsafe fn walk<T>(
     let mut removed = 0;
     let mut b = lane.first.load(Ordering::Acquire);
     while !b.is_null() {
+        // SAFETY: as the contract: `b` cannot be reset or freed.
+        unsafe { Block::check_alive(b) };
         for i in 0..SLOTS {
             // SAFETY: as the contract: `b` cannot be reset or freed.
             let slot = unsafe { Block::slot(b, i) };

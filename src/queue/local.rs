@@ -240,7 +240,9 @@ mod tests {
         lanes.adopt(&h.registry, false);
         let mut out = Vec::new();
         for i in 0..lanes.slots() {
-            while let Some(super::super::lane::Head::Queued(w, _)) = lanes.head(i, false) {
+            while let Some(super::super::lane::Head::Queued(w, _)) =
+                lanes.head(&h.registry, i, false)
+            {
                 out.push(lanes.take(i, w).ok().unwrap());
             }
         }
@@ -407,7 +409,7 @@ pub mod bench {
                     self.lanes.adopt(reg, false);
                 }
                 for i in 0..self.lanes.slots() {
-                    match self.lanes.head(i, false) {
+                    match self.lanes.head(reg, i, false) {
                         Some(Head::Queued(w, _)) if w < best.1 => best = (i, w),
                         Some(Head::Empty) => empty = true,
                         _ => {}
@@ -428,8 +430,9 @@ pub mod bench {
 
     impl Drop for BenchConsumer {
         fn drop(&mut self) {
+            let lanes = std::mem::replace(&mut self.lanes, Lanes::new());
             // SAFETY: the consumer's only hand-over, with its registry.
-            unsafe { self.lanes.hand_over(&self.home.0.registry) };
+            unsafe { lanes.hand_over(&self.home.0.registry) };
         }
     }
 }

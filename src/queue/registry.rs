@@ -12,18 +12,24 @@
 //!   lane or the registering CAS reads from it, and the producer's later
 //!   load of the wait word sees "asleep" (`wait.rs`'s argument).
 //! * The **consumer** ([`Lanes`]) keeps the lanes it has adopted in a list
-//!   of its own, in registry order, each with its [`Reader`]. It adopts new
-//!   lanes by walking from the head down to `seen`, the newest lane it
-//!   adopted before. `seen` is never unlinked, so that walk always ends
-//!   at a live header the consumer knows (an unlinked and reused address
-//!   cannot stop it early).
+//!   of its own, oldest first (the registry's order reversed), each with
+//!   its [`Reader`]. It adopts new lanes by walking from the head down to
+//!   `seen`, the newest lane it adopted before, and appends them, so
+//!   adoption never moves a position; only [`Lanes::maintain`] removes
+//!   one. `seen` is never unlinked, so that walk always ends at a live
+//!   header the consumer knows (an unlinked and reused address cannot stop
+//!   it early).
 //! * **Retiring**: once a lane is abandoned (its writer dropped, at its
 //!   thread's exit) and its head is EMPTY, the consumer ends its reader:
 //!   its last block goes to limbo to be freed, and the header is unlinked
 //!   (the consumer writes its predecessor's `link`; producers only CAS
 //!   `head`, and the lane is not `seen`, so its predecessor is a lane the
 //!   consumer adopted) and goes to limbo after it. So the registry holds
-//!   the lanes live at once, plus `seen`.
+//!   the lanes live at once, plus `seen`. Limbo is reclaimed at every
+//!   block the reader passes (one RMW of the gate's epoch per block of
+//!   items), not only at `maintain`: with no walker, a passed block is
+//!   back on its lane's `returned` at once, and a producer the consumer
+//!   keeps up with cycles through two blocks.
 //! * **Walkers** (`remove_where`, `any`) enter the registry's own gate,
 //!   then follow `link` from the head and walk each lane
 //!   ([`lane::walk`]). Everything the consumer unlinks or passes (blocks,
@@ -200,8 +206,9 @@ struct Adopted<T> {
     reader: Option<Reader<T>>,
 }
 
-/// The consumer's lanes: readers in registry order (newest first), and the
-/// limbo of what it passed or unlinked.
+/// The consumer's lanes: readers oldest first, and the limbo of what it
+/// passed or unlinked. A position (below [`slots`](Lanes::slots)) names the
+/// same lane until the next [`maintain`](Lanes::maintain).
 pub(crate) struct Lanes<T> {
     seen: *mut Lane<T>,
     list: Vec<Adopted<T>>,
@@ -237,10 +244,10 @@ impl<T> Lanes<T> {
         if head == self.seen {
             return false;
         }
-        let mut new = Vec::new();
+        let start = self.list.len();
         let mut l = head;
         while l != self.seen {
-            new.push(Adopted {
+            self.list.push(Adopted {
                 lane: l,
                 // SAFETY: registered lanes stay until the consumer unlinks
                 // them, and this one is new to it: its first block is the
@@ -252,21 +259,22 @@ impl<T> Lanes<T> {
             l = unsafe { (*l).link.load(Ordering::Acquire) };
         }
         self.seen = head;
-        new.append(&mut self.list);
-        self.list = new;
+        // Walked newest first: oldest first from `start` on.
+        self.list[start..].reverse();
         true
     }
 
     /// The head of the lane at position `i` (below
     /// [`slots`](Self::slots)): EMPTY, queued or dead; `None` for a
     /// retired lane. `latest` reads it with an RMW.
-    pub(crate) fn head(&mut self, i: usize, latest: bool) -> Option<Head> {
+    pub(crate) fn head(&mut self, reg: &Registry<T>, i: usize, latest: bool) -> Option<Head> {
         let a = &mut self.list[i];
         let reader = a.reader.as_mut()?;
         let lane = a.lane;
         let limbo = &mut self.limbo;
         let retire = |b| {
             limbo.push(Retired::Block(lane, b));
+            limbo.reclaim(&reg.gate, release_all);
         };
         Some(if latest {
             reader.head_latest(retire)
@@ -302,7 +310,10 @@ impl<T> Lanes<T> {
     pub(crate) fn any_latest(&mut self, reg: &Registry<T>) -> bool {
         self.adopt(reg, true);
         for i in 0..self.list.len() {
-            if matches!(self.head(i, true), Some(Head::Queued(..) | Head::Dead(_))) {
+            if matches!(
+                self.head(reg, i, true),
+                Some(Head::Queued(..) | Head::Dead(_))
+            ) {
                 return true;
             }
         }
@@ -339,14 +350,14 @@ impl<T> Lanes<T> {
             }
             let a = &self.list[i];
             if a.reader.is_none() && a.lane != self.seen {
-                assert!(i > 0, "`seen` is first");
-                // SAFETY: the list is in registry order and `seen` (the
-                // first) is never unlinked, so `list[i - 1]` is the lane
-                // whose `link` names this one; only the consumer writes a
-                // published `link`.
+                assert!(i + 1 < self.list.len(), "`seen` is last");
+                // SAFETY: the list is the registry's order reversed and
+                // `seen` (the last) is never unlinked, so `list[i + 1]` is
+                // the lane whose `link` names this one; only the consumer
+                // writes a published `link`.
                 unsafe {
                     let next = (*a.lane).link.load(Ordering::Relaxed);
-                    (*self.list[i - 1].lane).link.store(next, Ordering::Release);
+                    (*self.list[i + 1].lane).link.store(next, Ordering::Release);
                 }
                 let a = self.list.remove(i);
                 self.limbo.push(Retired::Header(a.lane));
@@ -354,28 +365,41 @@ impl<T> Lanes<T> {
             }
             i += 1;
         }
-        self.limbo.reclaim(&reg.gate, |batch| {
-            for r in batch {
-                // SAFETY: the grace period is over.
-                unsafe { r.release() };
-            }
-        });
+        self.limbo.reclaim(&reg.gate, release_all);
     }
 
     /// The consumer goes away: what is in limbo goes to the registry, freed
     /// with it (walkers may still stand in it).
     ///
     /// # Safety
-    /// Called once, by the consumer, with the registry these lanes came
-    /// from; nothing else writes `orphans`.
-    pub(crate) unsafe fn hand_over(&mut self, reg: &Registry<T>) {
+    /// Called by the consumer, with the registry these lanes came from;
+    /// nothing else writes `orphans`.
+    pub(crate) unsafe fn hand_over(mut self, reg: &Registry<T>) {
         let mut left: Vec<Retired<T>> = self.limbo.take_all().collect();
         reg.orphans.with_mut(|p| {
             // SAFETY: as the contract.
             unsafe { (*p).append(&mut left) }
         });
-        self.list.clear();
-        self.seen = ptr::null_mut();
+    }
+}
+
+impl<T> Drop for Lanes<T> {
+    fn drop(&mut self) {
+        // Limbo cannot be freed here (walkers may stand in it): the
+        // consumer hands it over instead. Dropped without that, it would
+        // leak.
+        if !std::thread::panicking() {
+            debug_assert_eq!(self.limbo.len(), 0, "`Lanes` dropped without `hand_over`");
+        }
+    }
+}
+
+/// Releases a batch of limbo whose grace period is over.
+fn release_all<T>(batch: std::vec::Drain<'_, Retired<T>>) {
+    for r in batch {
+        // SAFETY: the grace period is over (`Limbo::reclaim` hands over
+        // only such batches).
+        unsafe { r.release() };
     }
 }
 
@@ -400,7 +424,7 @@ mod tests {
         let mut out = Vec::new();
         for i in 0..lanes.slots() {
             loop {
-                match lanes.head(i, false) {
+                match lanes.head(reg, i, false) {
                     None | Some(Head::Empty) => break,
                     Some(Head::Queued(w, _)) => out.push(lanes.take(i, w).ok().unwrap()),
                     Some(Head::Dead(_)) => drop(lanes.step_over(i)),
@@ -466,6 +490,29 @@ mod tests {
     }
 
     #[test]
+    fn passed_blocks_go_back_without_waiting_for_maintain() {
+        let reg = Registry::<u64>::new();
+        let order = AtomicU64::new(0);
+        let mut lanes = Lanes::new();
+        let (l, mut w) = Lane::new();
+        // SAFETY: a new lane.
+        unsafe { reg.register(l) };
+        lanes.adopt(&reg, false);
+        for v in 0..(lane::SLOTS as u64 * 5) {
+            let _ = w.push(&order, v, meta(0));
+            let Some(Head::Queued(word, _)) = lanes.head(&reg, 0, false) else {
+                panic!("empty")
+            };
+            assert_eq!(lanes.take(0, word).ok(), Some(v));
+            assert_eq!(lanes.in_limbo(), 0, "no walker: recycled at once");
+        }
+        assert_eq!(w.blocks_made(), 2, "the producer cycles through two blocks");
+        drop(w);
+        // SAFETY: the consumer's only hand-over.
+        unsafe { lanes.hand_over(&reg) };
+    }
+
+    #[test]
     fn walkers_stand_in_lanes_the_consumer_retires() {
         let drops = Arc::new(StdUsize::new(0));
         let reg = Registry::<D>::new();
@@ -518,7 +565,7 @@ mod tests {
         let guard = reg.gate.enter();
         lanes.adopt(&reg, false);
         for _ in 0..lane::SLOTS * 2 + 1 {
-            let Some(Head::Queued(word, _)) = lanes.head(0, false) else {
+            let Some(Head::Queued(word, _)) = lanes.head(&reg, 0, false) else {
                 panic!("empty")
             };
             drop(lanes.take(0, word).ok().unwrap());
@@ -622,7 +669,7 @@ pub mod loom_model {
             let mut out = Vec::new();
             for i in 0..lanes.slots() {
                 loop {
-                    match lanes.head(i, false) {
+                    match lanes.head(&q.reg, i, false) {
                         None | Some(Head::Empty) => break,
                         Some(Head::Queued(w, _)) => match lanes.take(i, w) {
                             Ok(v) => out.push(Seen::Item(v.into_inner())),
@@ -656,7 +703,7 @@ pub mod loom_model {
         }
 
         /// The consumer goes away.
-        pub fn finish(mut self, q: &ModelQueue) {
+        pub fn finish(self, q: &ModelQueue) {
             // SAFETY: once, with its registry.
             unsafe { self.0.hand_over(&q.reg) };
         }
