@@ -654,6 +654,40 @@ fn lanes_one_thread(m: u64) -> (f64, f64) {
     (push, pop)
 }
 
+/// The same through `src/queue/local.rs` and `src/queue/registry.rs`:
+/// pushes by this thread through its thread-local entry, pops by the
+/// consumer's pick over the registry's lanes, in rounds of 256 (blocks
+/// recycled); best of 5.
+#[cfg(feature = "internals")]
+fn registry_one_thread(m: u64) -> (f64, f64) {
+    use deliloop::__registry_bench::home;
+    let (mut push, mut pop) = (f64::MAX, f64::MAX);
+    for _ in 0..5 {
+        let (h, mut consumer) = home();
+        let (mut pushing, mut popping) = (0.0, 0.0);
+        let mut got = 0;
+        // Rounds of 256 items, popped before the next round: blocks go
+        // back to the producer (the steady state of a loop keeping pace).
+        for round in 0..m / 256 {
+            let t0 = Instant::now();
+            for i in round * 256..(round + 1) * 256 {
+                assert!(h.push(std::hint::black_box(i)));
+            }
+            let t1 = Instant::now();
+            while let Some(v) = consumer.pop() {
+                std::hint::black_box(v);
+                got += 1;
+            }
+            pushing += (t1 - t0).as_nanos() as f64;
+            popping += t1.elapsed().as_nanos() as f64;
+        }
+        assert_eq!(got, m / 256 * 256, "each item once");
+        push = push.min(pushing / got as f64);
+        pop = pop.min(popping / got as f64);
+    }
+    (push, pop)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -685,6 +719,13 @@ fn main() {
         println!(
             "lanes on one thread, {m:>7} items: push {push:5.1} ns/item, pop {pop:5.1} ns/item"
         );
+        #[cfg(feature = "internals")]
+        {
+            let (push, pop) = registry_one_thread(m);
+            println!(
+                "lanes via local.rs + registry.rs on one thread, {m:>7} items: push {push:5.1} ns/item, pop {pop:5.1} ns/item"
+            );
+        }
     }
     for producers in [1, 2] {
         let mut times = vec![Vec::new(); imps.len()];

@@ -323,6 +323,53 @@ mod tests {
     }
 
     #[test]
+    fn a_push_from_a_thread_local_destructor_at_exit_finds_no_freed_writer() {
+        // `LATE` is registered before the thread's lane list, so its
+        // destructor runs after the list's (the usual reverse order): its
+        // push must not reach a writer the list's drop freed.
+        type Report = std::sync::mpsc::Sender<Option<bool>>;
+        struct PushAtExit(Option<(Arc<Home<u8>>, Report)>);
+        impl Drop for PushAtExit {
+            fn drop(&mut self) {
+                if let Some((h, tx)) = self.0.take() {
+                    let r = with_writer(&h, 0, |w: &mut Writer<u8>| {
+                        matches!(w.push(&h.0.order, 8, M), Outcome::Accepted(_))
+                    });
+                    let _ = tx.send(r);
+                }
+            }
+        }
+        thread_local! {
+            static LATE: RefCell<PushAtExit> = const { RefCell::new(PushAtExit(None)) };
+        }
+        let (a, _) = home::<u8>();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn({
+            let a = a.clone();
+            move || {
+                LATE.with(|l| l.borrow_mut().0 = Some((a.clone(), tx)));
+                assert!(push(&a, 0, 7));
+            }
+        })
+        .join()
+        .unwrap();
+        let at_exit = rx.recv().unwrap();
+        let mut lanes = Lanes::new();
+        let got = pop(&mut lanes, &a.0);
+        // SAFETY: the consumer's only hand-over.
+        unsafe { lanes.hand_over(&a.0.registry) };
+        match at_exit {
+            // The list was gone: the push is told to use the stack.
+            None => assert_eq!(got, [7]),
+            // Destructors ran the other way round: the lane took it.
+            Some(accepted) => {
+                assert!(accepted);
+                assert_eq!(got, [7, 8]);
+            }
+        }
+    }
+
+    #[test]
     fn a_push_from_inside_a_lookup_is_told_to_use_the_stack() {
         let (a, _) = home::<u8>();
         let inner = with_writer(&a, 0, |_: &mut Writer<u8>| {
