@@ -39,11 +39,12 @@ fn a_lane_registered_as_the_consumer_sleeps_is_seen_or_wakes_it() {
     });
 }
 
-/// One producer thread pushes an item and exits while a newer lane (of a
-/// thread still alive) holds another; a walker removes the odd ones
-/// while the consumer reads, retires the exited lane and unlinks a header
-/// through limbo: every item taken or removed exactly once, the walk ends,
-/// and what was unlinked is freed.
+/// One producer thread pushes three items (across a block's end: blocks
+/// hold two under loom) and exits while a newer lane (of a thread still
+/// alive) holds another; a walker removes the odd ones while the consumer
+/// reads, passes the first block through limbo, retires the exited lane
+/// and unlinks a header: every item taken or removed exactly once, the
+/// walk ends, and what was passed or unlinked is freed.
 #[test]
 fn a_walker_and_a_retiring_consumer_share_the_registry() {
     loom::model(|| {
@@ -55,14 +56,16 @@ fn a_walker_and_a_retiring_consumer_share_the_registry() {
         assert!(live.push(&q, 2));
         let q1 = q.clone();
         let t1 = thread::spawn(move || {
-            assert!(p.push(&q1, 1));
+            for v in [1, 3, 4] {
+                assert!(p.push(&q1, v));
+            }
             drop(p); // the thread exits
         });
         let q3 = q.clone();
         let walker = thread::spawn(move || q3.remove_tag(1));
         let mut c = ModelConsumer::new();
         let mut got = Vec::new();
-        while got.len() < 2 {
+        while got.len() < 4 {
             let found = c.turn(&q);
             if found.is_empty() {
                 thread::yield_now();
@@ -79,11 +82,15 @@ fn a_walker_and_a_retiring_consumer_share_the_registry() {
         got.sort_by_key(|s| match s {
             Seen::Item(v) | Seen::Removed(v) => *v,
         });
-        match removed {
-            0 => assert_eq!(got, [Seen::Item(1), Seen::Item(2)]),
-            1 => assert_eq!(got, [Seen::Removed(1), Seen::Item(2)]),
-            n => panic!("removed {n}"),
+        let mut want = vec![Seen::Item(1), Seen::Item(2), Seen::Item(3), Seen::Item(4)];
+        for s in &got {
+            if let Seen::Removed(v) = s {
+                want[*v as usize - 1] = Seen::Removed(*v);
+            }
         }
+        assert_eq!(got, want, "each item once, in its own key");
+        let walked = got.iter().filter(|s| matches!(s, Seen::Removed(_))).count();
+        assert_eq!(removed, walked, "every removal reported and dropped");
         c.turn(&q);
         assert_eq!(c.in_limbo(), 0);
         drop(live);
@@ -127,5 +134,37 @@ fn a_walker_follows_a_stale_link_to_a_lane_unlinked_after_it() {
         assert_eq!(got.len(), 2, "each item once: {got:?}");
         assert_eq!(taken + removed, 2, "removed {removed}, seen {got:?}");
         drop(newest);
+    });
+}
+
+/// The newest lane's thread exits: the consumer retires it but keeps its
+/// header (it is where adoption stops) while another thread registers a
+/// lane and pushes. The consumer adopts the new lane down to the retired
+/// one, takes its item once, and unlinks the retired header at the next
+/// maintenance (it is no longer the newest).
+#[test]
+fn the_newest_lane_retires_while_a_thread_registers() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        let mut old = q.join();
+        assert!(old.push(&q, 2));
+        let mut c = ModelConsumer::new();
+        assert_eq!(c.turn(&q), [Seen::Item(2)]);
+        let q2 = q.clone();
+        let t = thread::spawn(move || {
+            let mut p = q2.join();
+            assert!(p.push(&q2, 4));
+            p
+        });
+        drop(old); // the newest lane's thread exits
+        let mut got = c.turn(&q);
+        let p = t.join().unwrap();
+        got.extend(c.turn(&q));
+        got.extend(c.turn(&q));
+        assert_eq!(got, [Seen::Item(4)]);
+        assert_eq!(c.lanes(), (1, 1), "the retired header is unlinked");
+        assert_eq!(c.in_limbo(), 0);
+        drop(p);
+        c.finish(&q);
     });
 }
