@@ -700,6 +700,14 @@ fn main() {
         .unwrap_or(10)
         .max(1);
     let m = 500_000;
+    // `-- one-thread`: only the one-thread figures through the built
+    // pieces (for `valgrind --tool=callgrind`).
+    #[cfg(feature = "internals")]
+    if std::env::args().any(|a| a == "one-thread") {
+        let (push, pop) = registry_one_thread(100_000);
+        println!("lanes via local.rs + registry.rs on one thread: push {push:5.1} ns/item, pop {pop:5.1} ns/item");
+        return;
+    }
     pin_to(0);
     type Imp = (&'static str, fn(usize, u64) -> f64);
     #[cfg_attr(not(feature = "internals"), allow(unused_mut))]

@@ -115,6 +115,7 @@ thread_local! {
 /// making and registering the lane on the thread's first push there.
 /// `None` (and `f` not called) if the thread's list cannot be used now:
 /// the caller pushes on the stack.
+#[inline]
 pub(crate) fn with_writer<T, O, R>(
     owner: &Arc<O>,
     class: u8,

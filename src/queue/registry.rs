@@ -267,6 +267,7 @@ impl<T> Lanes<T> {
     /// The head of the lane at position `i` (below
     /// [`slots`](Self::slots)): EMPTY, queued or dead; `None` for a
     /// retired lane. `latest` reads it with an RMW.
+    #[inline]
     pub(crate) fn head(&mut self, reg: &Registry<T>, i: usize, latest: bool) -> Option<Head> {
         let a = &mut self.list[i];
         let reader = a.reader.as_mut()?;
@@ -285,6 +286,7 @@ impl<T> Lanes<T> {
 
     /// Claims lane `i`'s queued head (its state word from
     /// [`head`](Self::head)).
+    #[inline]
     pub(crate) fn take(&mut self, i: usize, word: u64) -> Result<T, u64> {
         self.reader(i).take(word)
     }
