@@ -52,7 +52,7 @@ MIRIFLAGS="$base" cargo +nightly miri test --quiet --no-run "${args[@]}" || exit
 # src/queue/registry.rs; the thread-local lookup of lanes,
 # src/queue/local.rs), under strict provenance: that code
 # exposes no address.
-lib_filters=(runtime::posted queue::lane queue::registry queue::local)
+lib_filters=(runtime::posted queue::lane queue::registry queue::local queue::pick)
 
 failed=()
 for ((seed = 0; seed < seeds; seed++)); do

@@ -168,3 +168,51 @@ fn the_newest_lane_retires_while_a_thread_registers() {
         c.finish(&q);
     });
 }
+
+/// The pick across lanes (`src/queue/pick.rs`) never takes an item before
+/// one pushed before it with a key no larger: thread 1 pushes `a` and then
+/// raises a flag; thread 2 reads the flag and pushes `c` with the same
+/// `when`; a third lane holds an earlier item. Whenever thread 2 saw the
+/// flag (so `a` was pushed before `c`), the consumer takes `a` first, even
+/// if it read `a`'s lane empty before it read `c`.
+#[test]
+fn the_pick_never_takes_an_item_before_one_pushed_before_it() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        let mut early = q.join();
+        let mut pa = q.join();
+        let mut pc = q.join();
+        assert!(early.push_at(&q, 5, 0));
+        let flag = Arc::new(AtomicBool::new(false));
+        let (q1, f1) = (q.clone(), flag.clone());
+        let t1 = thread::spawn(move || {
+            assert!(pa.push_at(&q1, 1, 1));
+            f1.store(true, Ordering::Release);
+            pa
+        });
+        let (q2, f2) = (q.clone(), flag.clone());
+        let t2 = thread::spawn(move || {
+            let saw = f2.load(Ordering::Acquire);
+            assert!(pc.push_at(&q2, 3, 1));
+            (saw, pc)
+        });
+        let mut c = ModelConsumer::new();
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            let found = c.pick_all(&q);
+            if found.is_empty() {
+                thread::yield_now();
+            }
+            got.extend(found);
+        }
+        let pa = t1.join().unwrap();
+        let (saw, pc) = t2.join().unwrap();
+        let at = |v| got.iter().position(|&x| x == v).unwrap();
+        assert_eq!(got.len(), 3, "each once: {got:?}");
+        if saw {
+            assert!(at(1) < at(3), "c taken before a, pushed before it: {got:?}");
+        }
+        drop((early, pa, pc));
+        c.finish(&q);
+    });
+}

@@ -386,8 +386,9 @@ mod tests {
 /// registered in the queue's registry and read through the consumer's
 /// `Lanes`, passed blocks through its limbo.
 pub mod bench {
-    use super::super::lane::{Head, Outcome};
+    use super::super::lane::Outcome;
     use super::super::node::Meta;
+    use super::super::pick::{pick, take};
     use super::super::registry::Lanes;
     use super::*;
 
@@ -441,33 +442,25 @@ pub mod bench {
     }
 
     impl BenchConsumer {
-        /// The published head with the smallest number, taken: the pick
-        /// across lanes, with the re-read of empty lanes and of the
-        /// registry when more than one lane is read.
+        /// The next item by the consumer's pick across lanes
+        /// (`pick.rs`), taken.
         #[inline]
         pub fn pop(&mut self) -> Option<u64> {
             let reg = &self.home.0.registry;
-            let mut best = (usize::MAX, u64::MAX);
-            let mut empty = false;
-            for round in 0..2 {
-                if round == 1 && !(empty && self.lanes.slots() > 1) && best.0 != usize::MAX {
-                    break;
-                }
-                if round == 1 || self.lanes.slots() == 0 {
-                    self.lanes.adopt(reg, false);
-                }
-                for i in 0..self.lanes.slots() {
-                    match self.lanes.head(reg, i, false) {
-                        Some(Head::Queued(w, _)) if w < best.1 => best = (i, w),
-                        Some(Head::Empty) => empty = true,
-                        _ => {}
-                    }
-                }
+            if self.lanes.slots() == 0 {
+                self.lanes.adopt(reg, false);
             }
-            if best.0 == usize::MAX {
-                return None;
-            }
-            let v = self.lanes.take(best.0, best.1).ok()?;
+            let v = loop {
+                let p = match pick(&mut self.lanes, reg, drop) {
+                    Some(p) => p,
+                    // Nothing: look for new lanes once.
+                    None if self.lanes.adopt(reg, false) => continue,
+                    None => return None,
+                };
+                if let Some(v) = take(&mut self.lanes, p) {
+                    break v;
+                }
+            };
             self.taken += 1;
             if self.taken % 64 == 0 {
                 self.lanes.maintain(reg);

@@ -166,6 +166,8 @@ pub(crate) mod lane;
 #[allow(dead_code)]
 pub(crate) mod local;
 mod node;
+#[allow(dead_code)]
+pub(crate) mod pick;
 mod producer;
 #[allow(dead_code)]
 pub(crate) mod registry;

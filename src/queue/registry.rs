@@ -645,8 +645,13 @@ pub mod loom_model {
     impl ModelProducer {
         /// Pushes `v`, tagged with its parity; whether it was accepted.
         pub fn push(&mut self, q: &ModelQueue, v: u64) -> bool {
+            self.push_at(q, v, 0)
+        }
+
+        /// Pushes `v` due at `when` (at or after this lane's last `when`).
+        pub fn push_at(&mut self, q: &ModelQueue, v: u64, when: u64) -> bool {
             let meta = Meta {
-                when: 0,
+                when,
                 tag: v % 2,
                 flags: 0,
             };
@@ -661,6 +666,22 @@ pub mod loom_model {
         /// A consumer with no lanes adopted.
         pub fn new() -> ModelConsumer {
             ModelConsumer(Lanes::new())
+        }
+
+        /// Takes what the pick across lanes allows, in its order, until
+        /// it finds nothing; then maintains. The values taken.
+        pub fn pick_all(&mut self, q: &ModelQueue) -> Vec<u64> {
+            use super::super::pick::{pick, take};
+            let lanes = &mut self.0;
+            lanes.adopt(&q.reg, false);
+            let mut out = Vec::new();
+            while let Some(p) = pick(lanes, &q.reg, drop) {
+                if let Some(v) = take(lanes, p) {
+                    out.push(v.into_inner());
+                }
+            }
+            lanes.maintain(&q.reg);
+            out
         }
 
         /// Adopts new lanes, pops everything published, retires, unlinks
