@@ -216,3 +216,37 @@ fn the_pick_never_takes_an_item_before_one_pushed_before_it() {
         c.finish(&q);
     });
 }
+
+/// A close and its drain race a thread that registers its lane and pushes
+/// two items: every push is either accepted and drained exactly once, or
+/// handed back; nothing accepted is left behind. (It fails if the drain
+/// reads the registry and the lanes with plain loads.)
+#[test]
+fn a_close_and_its_drain_race_a_thread_registering_and_pushing() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        let q1 = q.clone();
+        let t = thread::spawn(move || {
+            let mut p = q1.join();
+            let a = p.push(&q1, 1);
+            let b = p.push(&q1, 2);
+            (a, b, p)
+        });
+        let mut c = ModelConsumer::new();
+        q.close();
+        let mut got = c.drain(&q);
+        let (a, b, p) = t.join().unwrap();
+        got.sort_unstable();
+        let mut accepted = Vec::new();
+        if a {
+            accepted.push(1);
+        }
+        if b {
+            accepted.push(2);
+        }
+        assert_eq!(got, accepted, "drained exactly what was accepted");
+        assert!(!b || a, "a lane's pushes after a refused one are refused");
+        drop(p);
+        c.finish(&q);
+    });
+}

@@ -322,6 +322,37 @@ impl<T> Lanes<T> {
         false
     }
 
+    /// After a close: takes every item left in every lane (lane by lane,
+    /// each lane in its order), giving each to `item` with its key and
+    /// push number, and steps over dead heads (removed payloads to
+    /// `dead`). Reads with RMWs (the registry's head, each lane's head and
+    /// block links): the close's `fetch_or` on the push counter must
+    /// happen before this call (the consumer closed, or read CLOSED with
+    /// Acquire). Then a pusher whose publish this misses sees the close and
+    /// takes its item back (`Writer::push`), and a thread whose lane this
+    /// misses sees the close at its first push: every item accepted is
+    /// drained here or was removed.
+    pub(crate) fn drain(
+        &mut self,
+        reg: &Registry<T>,
+        mut item: impl FnMut(Meta, u64, T),
+        mut dead: impl FnMut(T),
+    ) {
+        self.adopt(reg, true);
+        for i in 0..self.list.len() {
+            loop {
+                match self.head(reg, i, true) {
+                    None | Some(Head::Empty) => break,
+                    Some(Head::Queued(word, meta)) => match self.take(i, word) {
+                        Ok(v) => item(meta, lane::number(word), v),
+                        Err(_) => dead_head(self, i, &mut dead),
+                    },
+                    Some(Head::Dead(_)) => dead_head(self, i, &mut dead),
+                }
+            }
+        }
+    }
+
     /// Retires abandoned lanes read to their end, unlinks retired headers
     /// (all but `seen`), and frees or gives back what no walker can hold
     /// any more. Never waits.
@@ -393,6 +424,13 @@ impl<T> Drop for Lanes<T> {
         if !std::thread::panicking() {
             debug_assert_eq!(self.limbo.len(), 0, "`Lanes` dropped without `hand_over`");
         }
+    }
+}
+
+/// Steps over lane `i`'s dead head, its payload (if removed) to `dead`.
+fn dead_head<T>(lanes: &mut Lanes<T>, i: usize, dead: &mut impl FnMut(T)) {
+    if let Some(p) = lanes.step_over(i) {
+        dead(p);
     }
 }
 
@@ -489,6 +527,53 @@ mod tests {
         // SAFETY: the consumer's only hand-over.
         unsafe { lanes.hand_over(&reg) };
         drop(reg);
+    }
+
+    #[test]
+    fn a_drain_takes_what_every_lane_holds() {
+        let drops = Arc::new(StdUsize::new(0));
+        let reg = Registry::<D>::new();
+        let order = AtomicU64::new(0);
+        let mut lanes = Lanes::new();
+        let mut writers = Vec::new();
+        for t in 0..2u64 {
+            let (l, mut w) = Lane::new();
+            // SAFETY: a new lane.
+            unsafe { reg.register(l) };
+            for v in 0..(lane::SLOTS as u64 + 3) {
+                let _ = w.push(&order, D(t * 1000 + v, drops.clone()), meta(v % 2));
+            }
+            writers.push(w);
+        }
+        assert_eq!(reg.walk(|m| m.tag == 1), lane::SLOTS + 2);
+        order.fetch_or(lane::CLOSED, Ordering::AcqRel);
+        let mut got = Vec::new();
+        let mut numbers = Vec::new();
+        lanes.drain(
+            &reg,
+            |m, n, d| {
+                assert_eq!(m.tag, d.0 % 2);
+                numbers.push(n);
+                got.push(d.0);
+            },
+            drop,
+        );
+        assert_eq!(got.len(), lane::SLOTS + 4, "the even ones of both lanes");
+        assert!(got.iter().all(|v| v % 2 == 0));
+        numbers.sort_unstable();
+        numbers.dedup();
+        assert_eq!(numbers.len(), got.len(), "each number once");
+        // The removed ones dropped by the drain, the drained ones above.
+        assert_eq!(drops.load(Ordering::Relaxed), 2 * (lane::SLOTS + 3));
+        // Pushes after the close are handed back.
+        assert!(matches!(
+            writers[0].push(&order, D(7, drops.clone()), meta(0)),
+            lane::Outcome::Refused(_)
+        ));
+        drop(got);
+        writers.clear();
+        // SAFETY: the consumer's only hand-over.
+        unsafe { lanes.hand_over(&reg) };
     }
 
     #[test]
@@ -630,6 +715,11 @@ pub mod loom_model {
             ModelProducer(w)
         }
 
+        /// Closes the queue's lanes: pushes from now on are handed back.
+        pub fn close(&self) {
+            self.order.fetch_or(lane::CLOSED, Ordering::AcqRel);
+        }
+
         /// Removes the items tagged `tag` (the value's parity); how many.
         pub fn remove_tag(&self, tag: u64) -> usize {
             self.reg.walk(|m| m.tag == tag)
@@ -706,6 +796,15 @@ pub mod loom_model {
                 }
             }
             lanes.maintain(&q.reg);
+            out
+        }
+
+        /// After [`ModelQueue::close`]: every item left, lane by lane; the
+        /// values of removed items stepped over are dropped.
+        pub fn drain(&mut self, q: &ModelQueue) -> Vec<u64> {
+            let mut out = Vec::new();
+            self.0
+                .drain(&q.reg, |_, _, v| out.push(v.into_inner()), drop);
             out
         }
 
