@@ -250,3 +250,29 @@ fn a_close_and_its_drain_race_a_thread_registering_and_pushing() {
         c.finish(&q);
     });
 }
+
+/// The consumer goes away while a producer thread is still pushing (its
+/// second push may cross into a new block), and the queue's shared part
+/// goes with the last of them: every payload is taken by the consumer or
+/// dropped with the registry, once, and every block and header is freed
+/// (loom's leak check).
+#[test]
+fn the_queue_goes_away_with_a_lane_live_and_a_push_in_flight() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        let mut p = q.join();
+        assert!(p.push(&q, 2));
+        let q1 = q.clone();
+        let t = thread::spawn(move || {
+            assert!(p.push(&q1, 4));
+            assert!(p.push(&q1, 6));
+            drop(p); // the thread exits
+        });
+        let mut c = ModelConsumer::new();
+        let got = c.turn(&q);
+        assert!(got.first().is_none_or(|s| *s == Seen::Item(2)), "{got:?}");
+        c.finish(&q);
+        t.join().unwrap();
+        drop(q); // the last `Arc`: the registry frees the rest
+    });
+}
