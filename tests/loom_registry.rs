@@ -41,7 +41,8 @@ fn a_lane_registered_as_the_consumer_sleeps_is_seen_or_wakes_it() {
 
 /// One producer thread pushes three items (across a block's end: blocks
 /// hold two under loom) and exits while a newer lane (of a thread still
-/// alive) holds another; a walker removes the odd ones while the consumer
+/// alive) holds three more (so passing its first block reclaims limbo that
+/// may hold the other lane's block); a walker removes the odd ones while the consumer
 /// reads, passes the first block through limbo, retires the exited lane
 /// and unlinks a header: every item taken or removed exactly once, the
 /// walk ends, and what was passed or unlinked is freed.
@@ -53,7 +54,9 @@ fn a_walker_and_a_retiring_consumer_share_the_registry() {
         // unlinks it (the newest stays: it is where adoption stops).
         let mut p = q.join();
         let mut live = q.join();
-        assert!(live.push(&q, 2));
+        for v in [2, 5, 6] {
+            assert!(live.push(&q, v));
+        }
         let q1 = q.clone();
         let t1 = thread::spawn(move || {
             for v in [1, 3, 4] {
@@ -65,7 +68,7 @@ fn a_walker_and_a_retiring_consumer_share_the_registry() {
         let walker = thread::spawn(move || q3.remove_tag(1));
         let mut c = ModelConsumer::new();
         let mut got = Vec::new();
-        while got.len() < 4 {
+        while got.len() < 6 {
             let found = c.turn(&q);
             if found.is_empty() {
                 thread::yield_now();
@@ -82,7 +85,7 @@ fn a_walker_and_a_retiring_consumer_share_the_registry() {
         got.sort_by_key(|s| match s {
             Seen::Item(v) | Seen::Removed(v) => *v,
         });
-        let mut want = vec![Seen::Item(1), Seen::Item(2), Seen::Item(3), Seen::Item(4)];
+        let mut want: Vec<Seen> = (1..=6).map(Seen::Item).collect();
         for s in &got {
             if let Seen::Removed(v) = s {
                 want[*v as usize - 1] = Seen::Removed(*v);
@@ -218,7 +221,8 @@ fn the_pick_never_takes_an_item_before_one_pushed_before_it() {
 }
 
 /// A close and its drain race a thread that registers its lane and pushes
-/// two items: every push is either accepted and drained exactly once, or
+/// three items (across a block's end: blocks hold two under loom): every
+/// push is either accepted and drained exactly once, or
 /// handed back; nothing accepted is left behind. (It fails if the drain
 /// reads the registry and the lanes with plain loads.)
 #[test]
@@ -230,12 +234,13 @@ fn a_close_and_its_drain_race_a_thread_registering_and_pushing() {
             let mut p = q1.join();
             let a = p.push(&q1, 1);
             let b = p.push(&q1, 2);
-            (a, b, p)
+            let c = p.push(&q1, 3);
+            (a, b, c, p)
         });
         let mut c = ModelConsumer::new();
         q.close();
         let mut got = c.drain(&q);
-        let (a, b, p) = t.join().unwrap();
+        let (a, b, c3, p) = t.join().unwrap();
         got.sort_unstable();
         let mut accepted = Vec::new();
         if a {
@@ -244,8 +249,12 @@ fn a_close_and_its_drain_race_a_thread_registering_and_pushing() {
         if b {
             accepted.push(2);
         }
+        if c3 {
+            accepted.push(3);
+        }
         assert_eq!(got, accepted, "drained exactly what was accepted");
         assert!(!b || a, "a lane's pushes after a refused one are refused");
+        assert!(!c3 || b, "a lane's pushes after a refused one are refused");
         drop(p);
         c.finish(&q);
     });

@@ -832,6 +832,8 @@ pub(crate) unsafe fn walk<T>(
                 _ => {}
             }
         }
+        // SAFETY: as above; checked again before its link is followed.
+        unsafe { Block::check_alive(b) };
         // SAFETY: as above.
         b = unsafe { (*b).next.load(Ordering::Acquire) };
     }

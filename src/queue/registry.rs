@@ -81,6 +81,7 @@ impl<T> Retired<T> {
             // SAFETY: a block's header is freed only after the block (the
             // limbo is first in, first out; `orphans` keeps that order).
             Retired::Block(l, b) => unsafe {
+                (*l).check_alive();
                 if (*l).is_retired() {
                     lane::free_block(b);
                 } else {
@@ -247,6 +248,8 @@ impl<T> Lanes<T> {
         let start = self.list.len();
         let mut l = head;
         while l != self.seen {
+            // SAFETY: as below.
+            unsafe { (*l).check_alive() };
             self.list.push(Adopted {
                 lane: l,
                 // SAFETY: registered lanes stay until the consumer unlinks
@@ -389,6 +392,8 @@ impl<T> Lanes<T> {
                 // the lane whose `link` names this one; only the consumer
                 // writes a published `link`.
                 unsafe {
+                    (*a.lane).check_alive();
+                    (*self.list[i + 1].lane).check_alive();
                     let next = (*a.lane).link.load(Ordering::Relaxed);
                     (*self.list[i + 1].lane).link.store(next, Ordering::Release);
                 }
@@ -398,15 +403,36 @@ impl<T> Lanes<T> {
             }
             i += 1;
         }
+        self.check_chain();
         self.limbo.reclaim(&reg.gate, release_all);
+    }
+
+    /// Debug builds: the registry's chain from `list`'s newest lane down is
+    /// `list` reversed (each lane's `link` names the one before it in
+    /// `list`, the oldest's is null).
+    fn check_chain(&self) {
+        if cfg!(debug_assertions) {
+            for (k, a) in self.list.iter().enumerate() {
+                // SAFETY: adopted, not unlinked: live; only the consumer
+                // writes a published `link`.
+                let link = unsafe { (*a.lane).link.load(Ordering::Relaxed) };
+                let before = if k == 0 {
+                    std::ptr::null_mut()
+                } else {
+                    self.list[k - 1].lane
+                };
+                assert_eq!(link, before, "the registry's chain is the list reversed");
+            }
+        }
     }
 
     /// The consumer goes away: what is in limbo goes to the registry, freed
     /// with it (walkers may still stand in it).
     ///
     /// # Safety
-    /// Called by the consumer, with the registry these lanes came from;
-    /// nothing else writes `orphans`.
+    /// Called by the consumer, with the registry these lanes came from; a
+    /// registry has one consumer in its whole life (it is handed over once,
+    /// and nothing else writes `orphans`).
     pub(crate) unsafe fn hand_over(mut self, reg: &Registry<T>) {
         let mut left: Vec<Retired<T>> = self.limbo.take_all().collect();
         reg.orphans.with_mut(|p| {
@@ -524,6 +550,48 @@ mod tests {
         lanes.maintain(&reg);
         assert_eq!((lanes.len(), lanes.slots()), (1, 1));
         drop(wc);
+        // SAFETY: the consumer's only hand-over.
+        unsafe { lanes.hand_over(&reg) };
+        drop(reg);
+    }
+
+    #[test]
+    fn unlinking_lanes_that_are_not_neighbours_keeps_the_chain() {
+        let reg = Registry::<u64>::new();
+        let order = AtomicU64::new(0);
+        let mut lanes = Lanes::new();
+        let mut made = Vec::new();
+        for _ in 0..5 {
+            let (l, w) = Lane::new();
+            // SAFETY: a new lane.
+            unsafe { reg.register(l) };
+            made.push((l, Some(w)));
+        }
+        // All five adopted in one walk.
+        assert!(lanes.adopt(&reg, false));
+        assert_eq!(lanes.len(), 5);
+        // The newest (`seen`) and two lanes that are not neighbours exit.
+        for k in [4, 1, 3] {
+            made[k].1 = None;
+        }
+        for k in [0, 2] {
+            let _ = made[k].1.as_mut().unwrap().push(&order, k as u64, meta(0));
+        }
+        lanes.maintain(&reg);
+        assert_eq!((lanes.len(), lanes.slots()), (2, 3), "`seen` stays");
+        // The registry's chain, newest down: 4, 2, 0.
+        let mut chain = Vec::new();
+        let mut l = reg.head(true);
+        while !l.is_null() {
+            chain.push(l);
+            // SAFETY: linked lanes are live.
+            l = unsafe { (*l).link.load(Ordering::Acquire) };
+        }
+        assert_eq!(chain, [made[4].0, made[2].0, made[0].0]);
+        let mut got = pop_all(&mut lanes, &reg);
+        got.sort_unstable();
+        assert_eq!(got, [0, 2]);
+        drop(made);
         // SAFETY: the consumer's only hand-over.
         unsafe { lanes.hand_over(&reg) };
         drop(reg);
