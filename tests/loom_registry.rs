@@ -175,9 +175,11 @@ fn the_newest_lane_retires_while_a_thread_registers() {
 /// The pick across lanes (`src/queue/pick.rs`) never takes an item before
 /// one pushed before it with a key no larger: thread 1 pushes `a` and then
 /// raises a flag; thread 2 reads the flag and pushes `c` with the same
-/// `when`; a third lane holds an earlier item. Whenever thread 2 saw the
-/// flag (so `a` was pushed before `c`), the consumer takes `a` first, even
-/// if it read `a`'s lane empty before it read `c`.
+/// `when`; a third lane holds an earlier item, and `a`'s lane holds two
+/// earlier ones, so `a` starts a new block (blocks hold two under loom)
+/// and the consumer passes one. Whenever thread 2 saw the flag (so `a` was
+/// pushed before `c`), the consumer takes `a` first, even if it read `a`'s
+/// lane empty before it read `c`.
 #[test]
 fn the_pick_never_takes_an_item_before_one_pushed_before_it() {
     loom::model(|| {
@@ -186,6 +188,8 @@ fn the_pick_never_takes_an_item_before_one_pushed_before_it() {
         let mut pa = q.join();
         let mut pc = q.join();
         assert!(early.push_at(&q, 5, 0));
+        assert!(pa.push_at(&q, 7, 0));
+        assert!(pa.push_at(&q, 9, 0));
         let flag = Arc::new(AtomicBool::new(false));
         let (q1, f1) = (q.clone(), flag.clone());
         let t1 = thread::spawn(move || {
@@ -201,7 +205,7 @@ fn the_pick_never_takes_an_item_before_one_pushed_before_it() {
         });
         let mut c = ModelConsumer::new();
         let mut got = Vec::new();
-        while got.len() < 3 {
+        while got.len() < 5 {
             let found = c.pick_all(&q);
             if found.is_empty() {
                 thread::yield_now();
@@ -211,7 +215,8 @@ fn the_pick_never_takes_an_item_before_one_pushed_before_it() {
         let pa = t1.join().unwrap();
         let (saw, pc) = t2.join().unwrap();
         let at = |v| got.iter().position(|&x| x == v).unwrap();
-        assert_eq!(got.len(), 3, "each once: {got:?}");
+        assert_eq!(got.len(), 5, "each once: {got:?}");
+        assert!(at(5) < at(7) && at(7) < at(9), "due first, in push order: {got:?}");
         if saw {
             assert!(at(1) < at(3), "c taken before a, pushed before it: {got:?}");
         }
