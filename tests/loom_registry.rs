@@ -216,7 +216,10 @@ fn the_pick_never_takes_an_item_before_one_pushed_before_it() {
         let (saw, pc) = t2.join().unwrap();
         let at = |v| got.iter().position(|&x| x == v).unwrap();
         assert_eq!(got.len(), 5, "each once: {got:?}");
-        assert!(at(5) < at(7) && at(7) < at(9), "due first, in push order: {got:?}");
+        assert!(
+            at(5) < at(7) && at(7) < at(9),
+            "due first, in push order: {got:?}"
+        );
         if saw {
             assert!(at(1) < at(3), "c taken before a, pushed before it: {got:?}");
         }
