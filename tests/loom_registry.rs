@@ -293,3 +293,57 @@ fn the_queue_goes_away_with_a_lane_live_and_a_push_in_flight() {
         drop(q); // the last `Arc`: the registry frees the rest
     });
 }
+
+/// A producer thread pushes an item with a ticket and two more (across a
+/// block's end: blocks hold two under loom), exits, then cancels with the
+/// ticket and drops it, while the consumer takes or steps over the items,
+/// passes the ticket's block, retires the exited lane and unlinks its
+/// header (a newer lane is live): the item is removed (cancel true) or
+/// taken (cancel false), never both; the ticket's block is freed once,
+/// by whoever is last, the consumer's release or the ticket's drop (loom's
+/// lifetime tokens fail a use after free, a double free or a leak).
+#[test]
+fn a_ticket_races_the_consumer_and_outlives_its_lane() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        let mut p = q.join();
+        let live = q.join();
+        let q1 = q.clone();
+        let t1 = thread::spawn(move || {
+            let t = p.push_with_ticket(&q1, 1).expect("open");
+            assert!(p.push(&q1, 2));
+            assert!(p.push(&q1, 3));
+            drop(p); // the thread's lane is abandoned
+            let cancelled = t.cancel();
+            assert!(!t.is_pending());
+            drop(t);
+            cancelled
+        });
+        let mut c = ModelConsumer::new();
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            let found = c.turn(&q);
+            if found.is_empty() {
+                thread::yield_now();
+            }
+            got.extend(found);
+        }
+        let cancelled = t1.join().unwrap();
+        // The exited lane retires and its header goes.
+        while c.lanes() != (1, 1) || c.in_limbo() != 0 {
+            c.turn(&q);
+        }
+        let one = if cancelled {
+            Seen::Removed(1)
+        } else {
+            Seen::Item(1)
+        };
+        assert_eq!(
+            got,
+            [one, Seen::Item(2), Seen::Item(3)],
+            "each once, in order"
+        );
+        drop(live);
+        c.finish(&q);
+    });
+}

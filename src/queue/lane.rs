@@ -37,6 +37,16 @@
 //!   publish or the publishing RMW reads from it and the pusher's later
 //!   load of the wait word sees "asleep" (`wait.rs`'s argument, per slot).
 //!
+//! * **Tickets** ([`Ticket`]): a push may hand out a ticket that removes
+//!   its item with one CAS QUEUED -> CANCELLED of the whole word (number
+//!   included), so a ticket held after its block was passed and reused
+//!   matches nothing and cancels nothing. The block may be recycled under
+//!   a live ticket, but not freed: each block counts the tickets pointing
+//!   into it (counted before the publish), and whoever frees a block
+//!   marks it DOOMED with one `fetch_or`; if tickets are left, the last
+//!   ticket's `fetch_sub` frees it instead. A ticket keeps its item's key,
+//!   so it never reads a slot's key that a reuse may be writing.
+//!
 //! Every CAS on a state compares the whole word, number included.
 //!
 //! # Who writes what
@@ -47,6 +57,7 @@
 //! | slot key (`when`, `tag`) and payload | the producer before publishing; the payload then moved out once (the consumer, the recalling producer, or the lane's last owner) |
 //! | block `flags[i]` | the producer before publishing slot `i`, only when not zero (the state then says HAS_FLAGS; readers read it only then) |
 //! | block `next` | the producer (link swap, null before reuse), the consumer (its sleep check's CAS of null onto null; the link on `returned`) |
+//! | block `tickets` | the producer (+1 before a ticketed publish, -1 if the push was refused), tickets (-1 at drop), whoever frees the block (DOOMED) |
 //! | lane `returned` | the consumer and an exiting producer (CAS), the producer (`swap`) |
 //! | lane `first` | the consumer |
 //! | lane `status` | the producer (ABANDONED at thread exit) |
@@ -55,7 +66,7 @@ use std::mem::MaybeUninit;
 use std::ptr;
 
 use super::node::Meta;
-use crate::sync::{AtomicPtr, AtomicU64, AtomicU8, Ordering, UnsafeCell};
+use crate::sync::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering, UnsafeCell};
 use crate::util::CachePadded;
 
 /// An assertion kept in debug builds and under loom (whose models run in
@@ -140,9 +151,15 @@ pub(crate) struct Block<T> {
     /// HAS_FLAGS).
     flags: [UnsafeCell<u32>; SLOTS],
     next: AtomicPtr<Block<T>>,
+    /// Tickets pointing into the block, and DOOMED once it is to be freed.
+    tickets: AtomicUsize,
     #[cfg(loom)]
     alive: Alive,
 }
+
+/// A block's `tickets` word: the block is to be freed (by the last ticket,
+/// if any are left).
+const DOOMED: usize = 1 << (usize::BITS - 1);
 
 /// Under loom, lane memory (blocks and headers) is never deallocated: it is
 /// marked dead, so a later access or a second free fails the model, and its
@@ -193,9 +210,30 @@ impl<T> Block<T> {
             }),
             flags: std::array::from_fn(|_| UnsafeCell::new(0)),
             next: AtomicPtr::new(ptr::null_mut()),
+            tickets: AtomicUsize::new(0),
             #[cfg(loom)]
             alive: Alive::new(),
         }))
+    }
+
+    /// Frees `b` now, or leaves that to the last ticket still pointing into
+    /// it.
+    ///
+    /// # Safety
+    /// As [`free`](Self::free), except that tickets may still point into
+    /// the block; called once per block.
+    unsafe fn release(b: *mut Block<T>) {
+        // SAFETY: as the contract: live until freed below or by a ticket.
+        let was = unsafe {
+            Block::check_alive(b);
+            (*b).tickets.fetch_or(DOOMED, Ordering::AcqRel)
+        };
+        check!(was & DOOMED == 0, "a block released twice");
+        if was == 0 {
+            // SAFETY: no ticket left, and none can be made (the block is
+            // not a writer's any more).
+            unsafe { Block::free(b) };
+        }
     }
 
     /// # Safety
@@ -368,13 +406,15 @@ impl<T> Lane<T> {
             // SAFETY: as the contract: the blocks are ours alone.
             unsafe {
                 for s in &(*b).slots {
-                    let w = s.state.load(Ordering::Acquire);
+                    // A swap, not a load: a ticket's cancel after it
+                    // matches nothing.
+                    let w = s.state.swap(DROPPED, Ordering::AcqRel);
                     if matches!(life(w), QUEUED | CANCELLED | WALKED) {
                         s.payload.with_mut(|p| (*p).assume_init_drop());
                     }
                 }
                 let next = (*b).next.load(Ordering::Acquire);
-                Block::free(b);
+                Block::release(b);
                 b = next;
             }
         }
@@ -383,7 +423,7 @@ impl<T> Lane<T> {
             // SAFETY: as above; returned blocks hold no payload.
             unsafe {
                 let next = (*b).next.load(Ordering::Relaxed);
-                Block::free(b);
+                Block::release(b);
                 b = next;
             }
         }
@@ -508,6 +548,40 @@ impl<T> Writer<T> {
         Outcome::Accepted(n)
     }
 
+    /// As [`push`](Self::push), handing out a [`Ticket`] that can remove
+    /// the item; `Err` with the item if the queue was closed.
+    pub(crate) fn push_with_ticket(
+        &mut self,
+        order: &AtomicU64,
+        item: T,
+        meta: Meta,
+    ) -> Result<Ticket<T>, T> {
+        if self.idx == SLOTS {
+            self.next_block();
+        }
+        let (block, idx) = (self.block, self.idx);
+        // Counted before the publish (the swap releases it): whoever frees
+        // the block passed it, so acquired the publish, and sees the count.
+        // SAFETY: the writer's block is live.
+        unsafe { (*block).tickets.fetch_add(1, Ordering::Relaxed) };
+        match self.push(order, item, meta) {
+            Outcome::Accepted(n) => {
+                let bits = if meta.flags == 0 { 0 } else { HAS_FLAGS };
+                Ok(Ticket {
+                    block,
+                    idx,
+                    word: ((n + 1) << SHIFT) | bits | QUEUED,
+                    meta,
+                })
+            }
+            Outcome::Refused(item) => {
+                // SAFETY: still the writer's block: nobody frees it.
+                unsafe { (*block).tickets.fetch_sub(1, Ordering::Relaxed) };
+                Err(item)
+            }
+        }
+    }
+
     /// After a close seen past the publish: takes the item back unless the
     /// consumer (a drain) claimed it first.
     #[cold]
@@ -582,6 +656,84 @@ impl<T> Drop for Writer<T> {
             }
         }
         lane.status.store(ABANDONED, Ordering::Release);
+    }
+}
+
+/// A handle that removes one lane item: a CAS of its whole state word
+/// (number included), so once the item was taken, or its slot reused, it
+/// matches nothing. It keeps its block allocated, not unchanged: the
+/// block may be recycled under it, never freed (the block's ticket count;
+/// the last ticket frees a block released meanwhile).
+pub(crate) struct Ticket<T> {
+    block: *mut Block<T>,
+    idx: usize,
+    word: u64,
+    meta: Meta,
+}
+
+// SAFETY: a ticket touches its slot only through the state atomic, and its
+// block through the count; the payload it may remove goes to the consumer.
+unsafe impl<T: Send> Send for Ticket<T> {}
+// SAFETY: as above: every method takes `&self` and uses atomics only.
+unsafe impl<T: Send> Sync for Ticket<T> {}
+
+impl<T> Ticket<T> {
+    fn slot(&self) -> &Slot<T> {
+        // SAFETY: the ticket's count keeps the block allocated.
+        unsafe {
+            Block::check_alive(self.block);
+            Block::slot(self.block, self.idx)
+        }
+    }
+
+    /// Removes the item (the consumer drops its payload when it reaches
+    /// it); whether this call did. False once it was taken, removed,
+    /// recalled or its slot reused.
+    pub(crate) fn cancel(&self) -> bool {
+        let cancelled = (self.word & !LIFE) | CANCELLED;
+        self.slot()
+            .state
+            .compare_exchange(self.word, cancelled, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Whether the item is still queued.
+    pub(crate) fn is_pending(&self) -> bool {
+        self.slot().state.load(Ordering::Acquire) == self.word
+    }
+
+    /// The item's key, as it was pushed.
+    pub(crate) fn meta(&self) -> Meta {
+        self.meta
+    }
+
+    /// The item's push number.
+    pub(crate) fn number(&self) -> u64 {
+        number(self.word)
+    }
+}
+
+impl<T> Drop for Ticket<T> {
+    fn drop(&mut self) {
+        // SAFETY: the count keeps the block allocated until this RMW.
+        let was = unsafe {
+            Block::check_alive(self.block);
+            (*self.block).tickets.fetch_sub(1, Ordering::AcqRel)
+        };
+        if was == DOOMED | 1 {
+            // SAFETY: released while this ticket held it, and this was the
+            // last ticket: nobody else can reach the block.
+            unsafe { Block::free(self.block) };
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Ticket<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket")
+            .field("number", &self.number())
+            .field("pending", &self.is_pending())
+            .finish()
     }
 }
 
@@ -778,7 +930,7 @@ pub(crate) unsafe fn free_block<T>(b: *mut Block<T>) {
                 EMPTY | TAKEN | DROPPED | RECALLED
             ));
         }
-        Block::free(b);
+        Block::release(b);
     }
 }
 
@@ -1086,6 +1238,149 @@ mod tests {
         let mut r = lane.reader();
         drop(drain_all(&mut r));
         drop((w, r));
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
+    }
+
+    /// A payload that counts its drops.
+    struct Dropped(u64, Arc<StdUsize>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.1.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A ticket removes its item once (the consumer steps over it and
+    /// drops its payload), and removes nothing once the item was taken.
+    #[test]
+    fn a_ticket_removes_its_item_once_and_nothing_after_a_take() {
+        let drops = Arc::new(StdUsize::new(0));
+        let (lane_ptr, mut w) = Lane::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        let order = AtomicU64::new(0);
+        let mut r = lane.reader();
+        let flagged = Meta {
+            when: 7,
+            tag: 3,
+            flags: 0x10,
+        };
+        let a = w
+            .push_with_ticket(&order, Dropped(1, drops.clone()), flagged)
+            .ok()
+            .unwrap();
+        let b = w
+            .push_with_ticket(&order, Dropped(2, drops.clone()), meta(0, 0))
+            .ok()
+            .unwrap();
+        assert_eq!((a.number(), b.number()), (0, 1));
+        assert_eq!((a.meta().when, a.meta().tag, a.meta().flags), (7, 3, 0x10));
+        assert!(a.is_pending());
+        assert!(a.cancel(), "the first cancel removes it");
+        assert!(!a.cancel() && !a.is_pending(), "once");
+        assert_eq!(drops.load(Ordering::Relaxed), 0, "dropped by the consumer");
+        let got = drain_all(&mut r);
+        assert_eq!(got.iter().map(|(_, d)| d.0).collect::<Vec<_>>(), [2]);
+        assert_eq!(drops.load(Ordering::Relaxed), 1, "a's payload, once");
+        assert!(!b.cancel() && !b.is_pending(), "taken: nothing to cancel");
+        drop(got);
+        drop((a, b, w, r));
+        // SAFETY: nothing else holds the lane (the tickets are gone).
+        unsafe { Lane::free(lane_ptr) };
+        assert_eq!(drops.load(Ordering::Relaxed), 2);
+    }
+
+    /// A ticket held while its block is passed, recycled and written
+    /// again matches nothing: its cancel fails and the new item comes out.
+    #[test]
+    fn a_ticket_held_across_a_recycle_cancels_nothing() {
+        let (lane_ptr, mut w) = Lane::<u64>::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        let order = AtomicU64::new(0);
+        let mut r = lane.reader();
+        let t = w.push_with_ticket(&order, 100, meta(0, 0)).ok().unwrap();
+        for i in 1..SLOTS as u64 * 2 {
+            let _ = w.push(&order, i, meta(0, 0));
+        }
+        assert_eq!(drain_all(&mut r).len(), SLOTS * 2);
+        // The ticket's block came back and is written again.
+        for i in 0..SLOTS as u64 * 2 {
+            let _ = w.push(&order, 200 + i, meta(0, 0));
+        }
+        assert_eq!(w.blocks_made(), 3, "the ticket's block was reused");
+        assert!(!t.is_pending());
+        assert!(!t.cancel(), "a reused slot is not the ticket's");
+        let got: Vec<u64> = drain_all(&mut r).into_iter().map(|(_, v)| v).collect();
+        assert_eq!(got, (200..200 + SLOTS as u64 * 2).collect::<Vec<_>>());
+        drop((t, w, r));
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
+    }
+
+    /// Tickets may outlive their lane: the blocks they point into (one the
+    /// consumer passed, given back on `returned`; one still read) are freed
+    /// by the last ticket's drop, not before (Miri: no use after free, no
+    /// leak), and a cancel after the lane's free removes nothing (the
+    /// lane's free dropped the pending payload, once).
+    #[test]
+    fn tickets_that_outlive_their_lane_free_its_blocks() {
+        let drops = Arc::new(StdUsize::new(0));
+        let (lane_ptr, mut w) = Lane::new();
+        // SAFETY: freed below; the tickets do not touch the header.
+        let lane = unsafe { &*lane_ptr };
+        let order = AtomicU64::new(0);
+        let mut r = lane.reader();
+        let item = |v| Dropped(v, drops.clone());
+        let passed = w
+            .push_with_ticket(&order, item(0), meta(0, 0))
+            .ok()
+            .unwrap();
+        for v in 1..SLOTS as u64 {
+            let _ = w.push(&order, item(v), meta(0, 0));
+        }
+        let pending = w
+            .push_with_ticket(&order, item(99), meta(0, 0))
+            .ok()
+            .unwrap();
+        for _ in 0..SLOTS {
+            // SAFETY: no walker; the lane lives here.
+            let Head::Queued(word, _) = r.head(|b| unsafe { recycle(lane, b) }) else {
+                panic!("queued")
+            };
+            drop(r.take(word).ok().unwrap());
+        }
+        // Steps into the second block: the first goes back on `returned`.
+        // SAFETY: as above.
+        let head = r.head(|b| unsafe { recycle(lane, b) });
+        assert!(matches!(head, Head::Queued(..)));
+        assert!(!lane.returned.load(Ordering::Relaxed).is_null());
+        assert_eq!(drops.load(Ordering::Relaxed), SLOTS);
+        drop((w, r));
+        // SAFETY: no writer or reader is left; tickets may stay.
+        unsafe { Lane::free(lane_ptr) };
+        assert_eq!(
+            drops.load(Ordering::Relaxed),
+            SLOTS + 1,
+            "the lane's free dropped 99"
+        );
+        assert!(
+            !pending.is_pending() && !pending.cancel(),
+            "nothing left to remove"
+        );
+        assert!(!passed.is_pending() && !passed.cancel());
+        drop((passed, pending));
+        assert_eq!(drops.load(Ordering::Relaxed), SLOTS + 1);
+    }
+
+    /// A push refused by a close hands no ticket out, and its count does
+    /// not keep the block: the lane frees it at once.
+    #[test]
+    fn a_refused_ticketed_push_gives_its_item_back() {
+        let (lane_ptr, mut w) = Lane::<u64>::new();
+        let order = AtomicU64::new(CLOSED);
+        assert_eq!(w.push_with_ticket(&order, 5, meta(0, 0)).err(), Some(5));
+        drop(w);
         // SAFETY: nothing else holds the lane.
         unsafe { Lane::free(lane_ptr) };
     }

@@ -757,6 +757,21 @@ pub mod loom_model {
     /// The consumer's lanes.
     pub struct ModelConsumer(Lanes<Track<u64>>);
 
+    /// A ticket for one lane item (`lane::Ticket`).
+    pub struct ModelTicket(lane::Ticket<Track<u64>>);
+
+    impl ModelTicket {
+        /// Removes the item; whether this call did.
+        pub fn cancel(&self) -> bool {
+            self.0.cancel()
+        }
+
+        /// Whether the item is still queued.
+        pub fn is_pending(&self) -> bool {
+            self.0.is_pending()
+        }
+    }
+
     /// What the consumer found.
     #[derive(Debug, PartialEq, Eq)]
     pub enum Seen {
@@ -804,6 +819,19 @@ pub mod loom_model {
         /// Pushes `v`, tagged with its parity; whether it was accepted.
         pub fn push(&mut self, q: &ModelQueue, v: u64) -> bool {
             self.push_at(q, v, 0)
+        }
+
+        /// Pushes `v` due at 0 with a ticket; `None` if refused.
+        pub fn push_with_ticket(&mut self, q: &ModelQueue, v: u64) -> Option<ModelTicket> {
+            let meta = Meta {
+                when: 0,
+                tag: v % 2,
+                flags: 0,
+            };
+            self.0
+                .push_with_ticket(&q.order, Track::new(v), meta)
+                .ok()
+                .map(ModelTicket)
         }
 
         /// Pushes `v` due at `when` (at or after this lane's last `when`).
