@@ -347,3 +347,109 @@ fn a_ticket_races_the_consumer_and_outlives_its_lane() {
         c.finish(&q);
     });
 }
+
+/// The ticketed item is the last its thread pushes, so its slot is in the
+/// block the consumer frees when it retires the lane: that free races the
+/// ticket's cancel and drop (the count may be one when the block is
+/// released).
+#[test]
+fn a_ticket_into_the_last_block_of_a_retiring_lane() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        let mut p = q.join();
+        let live = q.join();
+        let q1 = q.clone();
+        let t1 = thread::spawn(move || {
+            let t = p.push_with_ticket(&q1, 1).expect("open");
+            drop(p);
+            let cancelled = t.cancel();
+            drop(t);
+            cancelled
+        });
+        let mut c = ModelConsumer::new();
+        let mut got = Vec::new();
+        while got.is_empty() {
+            got = c.turn(&q);
+            if got.is_empty() {
+                thread::yield_now();
+            }
+        }
+        while c.lanes() != (1, 1) || c.in_limbo() != 0 {
+            c.turn(&q);
+            thread::yield_now();
+        }
+        let cancelled = t1.join().unwrap();
+        let want = if cancelled {
+            Seen::Removed(1)
+        } else {
+            Seen::Item(1)
+        };
+        assert_eq!(got, [want]);
+        drop(live);
+        c.finish(&q);
+    });
+}
+
+/// A ticket cancels and is dropped on one thread while the queue goes
+/// away on another with the item never read: the lane's free (a swap of
+/// each slot's state) and the cancel see each other, so the payload is
+/// dropped once (loom-tracked) and the block freed once, by whoever is
+/// last.
+#[test]
+fn a_ticket_cancels_while_the_queue_goes_away() {
+    loom::model(|| {
+        let q = ModelQueue::new();
+        let mut p = q.join();
+        let t = p.push_with_ticket(&q, 1).expect("open");
+        drop(p);
+        let t1 = thread::spawn(move || {
+            let _ = t.cancel();
+            drop(t);
+        });
+        let c = ModelConsumer::new();
+        c.finish(&q);
+        drop(q);
+        t1.join().unwrap();
+    });
+}
+
+/// A ticket held while its block is passed, given back and written again
+/// (blocks hold two under loom: items 1 and 2 fill the first, 5 may reuse
+/// it) removes at most its own item, never the one written over it.
+#[test]
+fn a_ticket_held_across_a_reuse_of_its_slot_removes_nothing_else() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        let mut p = q.join();
+        let q1 = q.clone();
+        let t1 = thread::spawn(move || {
+            let t = p.push_with_ticket(&q1, 1).expect("open");
+            for v in 2..=5 {
+                assert!(p.push(&q1, v));
+            }
+            let cancelled = t.cancel();
+            drop(t);
+            (cancelled, p)
+        });
+        let mut c = ModelConsumer::new();
+        let mut got = Vec::new();
+        while got.len() < 5 {
+            let found = c.turn(&q);
+            if found.is_empty() {
+                thread::yield_now();
+            }
+            got.extend(found);
+        }
+        let (cancelled, p) = t1.join().unwrap();
+        let one = if cancelled {
+            Seen::Removed(1)
+        } else {
+            Seen::Item(1)
+        };
+        let mut want = vec![one];
+        want.extend((2..=5).map(Seen::Item));
+        assert_eq!(got, want, "only the ticket's own item removed");
+        drop(p);
+        c.finish(&q);
+    });
+}

@@ -53,7 +53,7 @@
 //!
 //! | field | written by |
 //! |---|---|
-//! | slot `state` | the producer (publish swap; recall CAS), the consumer (claim CAS, DROPPED, reset to EMPTY in `recycle`), a walker or a ticket (QUEUED -> removed CAS) |
+//! | slot `state` | the producer (publish swap; recall CAS), the consumer (claim CAS, DROPPED, reset to EMPTY in `recycle`), a walker or a ticket (QUEUED -> removed CAS), the lane's free (swap to DROPPED) |
 //! | slot key (`when`, `tag`) and payload | the producer before publishing; the payload then moved out once (the consumer, the recalling producer, or the lane's last owner) |
 //! | block `flags[i]` | the producer before publishing slot `i`, only when not zero (the state then says HAS_FLAGS; readers read it only then) |
 //! | block `next` | the producer (link swap, null before reuse), the consumer (its sleep check's CAS of null onto null; the link on `returned`) |
@@ -155,6 +155,10 @@ pub(crate) struct Block<T> {
     tickets: AtomicUsize,
     #[cfg(loom)]
     alive: Alive,
+    /// Under loom: read at every liveness check, written at the free, so
+    /// a free that does not happen after every check fails the model.
+    #[cfg(loom)]
+    freed: UnsafeCell<()>,
 }
 
 /// A block's `tickets` word: the block is to be freed (by the last ticket,
@@ -213,6 +217,8 @@ impl<T> Block<T> {
             tickets: AtomicUsize::new(0),
             #[cfg(loom)]
             alive: Alive::new(),
+            #[cfg(loom)]
+            freed: UnsafeCell::new(()),
         }))
     }
 
@@ -245,7 +251,14 @@ impl<T> Block<T> {
         drop(unsafe { Box::from_raw(b) });
         #[cfg(loom)]
         // SAFETY: under loom the memory stays: `b` is still readable.
-        unsafe { &(*b).alive }.kill("block");
+        unsafe {
+            check!(
+                (*b).tickets.load(Ordering::Relaxed) & !DOOMED == 0,
+                "a block freed with tickets left"
+            );
+            (*b).freed.with_mut(|_| ());
+            (*b).alive.kill("block");
+        }
     }
 
     /// Under loom: fails the model if `b` was freed. Otherwise free.
@@ -256,7 +269,10 @@ impl<T> Block<T> {
     unsafe fn check_alive(b: *mut Block<T>) {
         #[cfg(loom)]
         // SAFETY: as the contract.
-        unsafe { &(*b).alive }.check("block");
+        unsafe {
+            (*b).alive.check("block");
+            (*b).freed.with(|_| ());
+        }
         let _ = b;
     }
 
@@ -395,9 +411,12 @@ impl<T> Lane<T> {
     ///
     /// # Safety
     /// `lane` came from [`Lane::new`]; nobody else can reach the lane or
-    /// its blocks (the queue's shared part is being dropped): no writer,
-    /// reader or walker is left, and the blocks the consumer passed are not
-    /// reachable from `first`.
+    /// its blocks (the queue's shared part is being dropped, or the lane
+    /// was retired and unlinked): no writer, reader or walker is left, and
+    /// the blocks the consumer passed are not reachable from `first`. Only
+    /// tickets may still point into blocks: they touch a slot's state and
+    /// their block's count, never a key or payload, and a block they count
+    /// is freed by the last of them.
     pub(crate) unsafe fn free(lane: *mut Lane<T>) {
         // SAFETY: as the contract: the pointer owns the lane again.
         let lane = unsafe { Box::from_raw(lane) };
@@ -560,23 +579,36 @@ impl<T> Writer<T> {
             self.next_block();
         }
         let (block, idx) = (self.block, self.idx);
-        // Counted before the publish (the swap releases it): whoever frees
-        // the block passed it, so acquired the publish, and sees the count.
+        // Counted before the publish: every release of the block comes
+        // after the consumer acquired the publish (which releases this),
+        // or after this writer's next link swap, its thread's exit mark or
+        // the drop of the queue's last `Arc`, all Release and all later
+        // than this, so the count is seen by whoever frees the block.
         // SAFETY: the writer's block is live.
-        unsafe { (*block).tickets.fetch_add(1, Ordering::Relaxed) };
+        let was = unsafe { (*block).tickets.fetch_add(1, Ordering::Relaxed) };
+        check!(was & DOOMED == 0, "a ticket into a released block");
         match self.push(order, item, meta) {
             Outcome::Accepted(n) => {
-                let bits = if meta.flags == 0 { 0 } else { HAS_FLAGS };
+                // The word it published: the slot keeps its number and
+                // flag bit whatever has happened to it since (it cannot be
+                // reset before this writer links a next block).
+                // SAFETY: as above.
+                let now = unsafe { Block::slot(block, idx) }
+                    .state
+                    .load(Ordering::Relaxed);
+                let word = (now & !LIFE) | QUEUED;
+                check!(number(word) == n);
                 Ok(Ticket {
                     block,
                     idx,
-                    word: ((n + 1) << SHIFT) | bits | QUEUED,
+                    word,
                     meta,
                 })
             }
             Outcome::Refused(item) => {
                 // SAFETY: still the writer's block: nobody frees it.
-                unsafe { (*block).tickets.fetch_sub(1, Ordering::Relaxed) };
+                let was = unsafe { (*block).tickets.fetch_sub(1, Ordering::Relaxed) };
+                check!(was & !DOOMED != 0);
                 Err(item)
             }
         }
@@ -720,6 +752,7 @@ impl<T> Drop for Ticket<T> {
             Block::check_alive(self.block);
             (*self.block).tickets.fetch_sub(1, Ordering::AcqRel)
         };
+        check!(was & !DOOMED != 0, "a ticket count below zero");
         if was == DOOMED | 1 {
             // SAFETY: released while this ticket held it, and this was the
             // last ticket: nobody else can reach the block.
@@ -1371,6 +1404,37 @@ mod tests {
         assert!(!passed.is_pending() && !passed.cancel());
         drop((passed, pending));
         assert_eq!(drops.load(Ordering::Relaxed), SLOTS + 1);
+    }
+
+    /// A ticket whose block is in the writer's spare chain when its thread
+    /// exits: the block goes back on `returned` and the lane's free leaves
+    /// it to the ticket (Miri: no use after free, no leak).
+    #[test]
+    fn a_ticket_into_a_spare_block_at_thread_exit() {
+        let (lane_ptr, mut w) = Lane::<u64>::new();
+        // SAFETY: freed below; the ticket does not touch the header.
+        let lane = unsafe { &*lane_ptr };
+        let order = AtomicU64::new(0);
+        let mut r = lane.reader();
+        let t = w.push_with_ticket(&order, 0, meta(0, 0)).ok().unwrap();
+        for v in 1..SLOTS as u64 * 2 + 1 {
+            let _ = w.push(&order, v, meta(0, 0));
+        }
+        // Both full blocks pass and go back on `returned`.
+        assert_eq!(drain_all(&mut r).len(), SLOTS * 2 + 1);
+        // The writer fills its third block and takes `returned` whole: one
+        // block in use, the ticket's in `spare`.
+        for v in 0..SLOTS as u64 {
+            let _ = w.push(&order, v, meta(0, 0));
+        }
+        assert!(!w.spare.is_null(), "a block left in spare");
+        assert!(!t.cancel());
+        drop(drain_all(&mut r));
+        drop((w, r));
+        // SAFETY: no writer or reader is left; the ticket may stay.
+        unsafe { Lane::free(lane_ptr) };
+        assert!(!t.is_pending());
+        drop(t);
     }
 
     /// A push refused by a close hands no ticket out, and its count does

@@ -826,7 +826,7 @@ pub mod loom_model {
             let meta = Meta {
                 when: 0,
                 tag: v % 2,
-                flags: 0,
+                flags: (v % 2) as u32,
             };
             self.0
                 .push_with_ticket(&q.order, Track::new(v), meta)
