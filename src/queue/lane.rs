@@ -338,6 +338,9 @@ pub(crate) struct Lane<T> {
     status: AtomicU8,
     /// The next (older) lane in the queue's registry (`registry.rs`).
     pub(crate) link: AtomicPtr<Lane<T>>,
+    /// The class of every item in the lane (the queue's sync or async
+    /// class): fixed at birth.
+    class: u8,
     #[cfg(loom)]
     alive: Alive,
 }
@@ -355,12 +358,20 @@ impl<T> Lane<T> {
     /// until freed); whoever owns it (the queue's registry) frees it with
     /// [`Lane::free`] once nobody else can reach it.
     pub(crate) fn new() -> (*mut Lane<T>, Writer<T>) {
+        Lane::of_class(0)
+    }
+
+    /// As [`new`](Self::new), for items of `class` (the thread-local entry's
+    /// class: a lane is read strictly in order, so sync and async items
+    /// of one thread take two lanes).
+    pub(crate) fn of_class(class: u8) -> (*mut Lane<T>, Writer<T>) {
         let first = Block::new();
         let lane = Box::into_raw(Box::new(Lane {
             returned: CachePadded(AtomicPtr::new(ptr::null_mut())),
             first: AtomicPtr::new(first),
             status: AtomicU8::new(0),
             link: AtomicPtr::new(ptr::null_mut()),
+            class,
             #[cfg(loom)]
             alive: Alive::new(),
         }));
@@ -384,6 +395,11 @@ impl<T> Lane<T> {
             block: self.first.load(Ordering::Acquire),
             idx: 0,
         }
+    }
+
+    /// The class of the lane's items.
+    pub(crate) fn class(&self) -> u8 {
+        self.class
     }
 
     /// Whether the lane's producer thread has exited (Acquire: the
@@ -931,6 +947,42 @@ impl<T> Reader<T> {
                 }))
             }
             _ => None,
+        }
+    }
+
+    /// Calls `f` with the key and payload of every queued item from the
+    /// reader's slot on, to the first EMPTY slot (the consumer's view of
+    /// what the lane holds: for `len`, `for_each_pending`, a deadline).
+    /// Removed items are skipped. The reader alone passes blocks, so none
+    /// of those it reads here can be reset or freed; walkers and tickets
+    /// change only states, and a payload stays until the reader steps over
+    /// it.
+    pub(crate) fn for_each_queued(&self, mut f: impl FnMut(&Meta, &T)) {
+        let (mut b, mut i) = (self.block, self.idx);
+        while !b.is_null() {
+            while i < SLOTS {
+                // SAFETY: blocks from the reader's on are live (above).
+                let slot = unsafe { Block::slot(b, i) };
+                let w = slot.state.load(Ordering::Acquire);
+                match life(w) {
+                    EMPTY => return,
+                    QUEUED => {
+                        // SAFETY: live; `w` is the Acquire read of a
+                        // published state.
+                        let meta = unsafe { Block::read_meta(b, i, w) };
+                        slot.payload.with(|p| {
+                            // SAFETY: published (the Acquire above) and
+                            // moved out only by this consumer.
+                            f(&meta, unsafe { (*p).assume_init_ref() })
+                        });
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            // SAFETY: as above.
+            b = unsafe { (*b).next.load(Ordering::Acquire) };
+            i = 0;
         }
     }
 

@@ -60,6 +60,17 @@ impl Pick {
     }
 }
 
+/// What a read of a lane's head found.
+enum Read {
+    /// A published head the caller may take.
+    Item(Pick),
+    /// Nothing published (or a retired lane): read it again in step 2.
+    Empty,
+    /// A published head the caller's limit holds back (a sync barrier):
+    /// everything behind it is held too (its key is no smaller).
+    Held,
+}
+
 /// Lane `i`'s head if an item is published there, stepping over dead
 /// heads (removed payloads given to `dead`).
 #[inline(always)]
@@ -68,16 +79,25 @@ fn read_head<T>(
     reg: &Registry<T>,
     i: usize,
     dead: &mut impl FnMut(T),
-) -> Option<Pick> {
+    allowed: &impl Fn(u8, (u64, u64)) -> bool,
+) -> Read {
     loop {
-        match lanes.head(reg, i, false)? {
-            Head::Empty => return None,
+        let Some(head) = lanes.head(reg, i, false) else {
+            return Read::Empty;
+        };
+        match head {
+            Head::Empty => return Read::Empty,
             Head::Queued(word, meta) => {
-                return Some(Pick {
+                let p = Pick {
                     lane: i,
                     word,
                     meta,
-                })
+                };
+                return if allowed(lanes.class(i), p.key()) {
+                    Read::Item(p)
+                } else {
+                    Read::Held
+                };
             }
             Head::Dead(_) => {
                 if let Some(payload) = lanes.step_over(i) {
@@ -118,7 +138,22 @@ impl Again {
 pub(crate) fn pick<T>(
     lanes: &mut Lanes<T>,
     reg: &Registry<T>,
+    dead: impl FnMut(T),
+) -> Option<Pick> {
+    pick_within(lanes, reg, dead, &|_, _| true)
+}
+
+/// As [`pick`], among the heads `allowed` lets out, given a lane's class
+/// and a head's `(when, number)`: a sync barrier holds back the sync
+/// lanes' items from its own key on. `allowed` must hold back every key
+/// above one it holds back, in a class (each lane is in key order, so a
+/// lane whose head is held is held whole and needs no second look).
+#[inline]
+pub(crate) fn pick_within<T>(
+    lanes: &mut Lanes<T>,
+    reg: &Registry<T>,
     mut dead: impl FnMut(T),
+    allowed: &impl Fn(u8, (u64, u64)) -> bool,
 ) -> Option<Pick> {
     let mut again = Again {
         bits: 0,
@@ -128,7 +163,10 @@ pub(crate) fn pick<T>(
     if lanes.slots() == 1 {
         // One lane (a loop fed by one thread): step 2 is the registry's
         // head, unless a lane was registered since.
-        let p = read_head(lanes, reg, 0, &mut dead)?;
+        let p = match read_head(lanes, reg, 0, &mut dead, allowed) {
+            Read::Item(p) => p,
+            Read::Empty | Read::Held => return None,
+        };
         if !lanes.adopt(reg, false) {
             return Some(p);
         }
@@ -139,13 +177,14 @@ pub(crate) fn pick<T>(
     }
     let first = if c.is_some() { 0..0 } else { 0..lanes.slots() };
     for i in first {
-        match read_head(lanes, reg, i, &mut dead) {
-            Some(p) => {
+        match read_head(lanes, reg, i, &mut dead, allowed) {
+            Read::Item(p) => {
                 if c.is_none_or(|c| p.key() < c.key()) {
                     c = Some(p);
                 }
             }
-            None => again.mark(i),
+            Read::Empty => again.mark(i),
+            Read::Held => {}
         }
     }
     let mut c = c?;
@@ -178,8 +217,8 @@ pub(crate) fn pick<T>(
         })
         .chain(rest);
         for i in positions {
-            match read_head(lanes, reg, i, &mut dead) {
-                Some(p) => {
+            match read_head(lanes, reg, i, &mut dead, allowed) {
+                Read::Item(p) => {
                     if p.number() < c.number()
                         && p.key() < c.key()
                         && lower.is_none_or(|l| p.key() < l.key())
@@ -187,7 +226,8 @@ pub(crate) fn pick<T>(
                         lower = Some(p);
                     }
                 }
-                None => again.mark(i),
+                Read::Empty => again.mark(i),
+                Read::Held => {}
             }
         }
         match lower {
@@ -253,6 +293,36 @@ mod tests {
         let mut lanes = Lanes::new();
         assert_eq!(drain(&mut lanes, &reg), [20, 10, 11, 21, 22]);
         drop((wa, wb));
+        // SAFETY: the consumer's only hand-over.
+        unsafe { lanes.hand_over(&reg) };
+    }
+
+    #[test]
+    fn a_limit_holds_back_a_classs_lanes_from_its_key_on() {
+        let reg = Registry::<u64>::new();
+        let order = AtomicU64::new(0);
+        let (a, mut sync) = Lane::of_class(0);
+        let (b, mut asyn) = Lane::of_class(1);
+        // SAFETY: new lanes.
+        unsafe {
+            reg.register(a);
+            reg.register(b);
+        }
+        push(&mut sync, &order, 1, 1); // n 0
+        push(&mut asyn, &order, 3, 3); // n 1
+        push(&mut sync, &order, 5, 5); // n 2
+        push(&mut asyn, &order, 7, 7); // n 3
+        let mut lanes = Lanes::new();
+        lanes.adopt(&reg, false);
+        // A sync barrier at (4, 0): sync items from there on are held.
+        let barrier = |class: u8, key: (u64, u64)| class == 1 || key < (4, 0);
+        let mut got = Vec::new();
+        while let Some(p) = pick_within(&mut lanes, &reg, drop, &barrier) {
+            got.extend(take(&mut lanes, p));
+        }
+        assert_eq!(got, [1, 3, 7], "5 held, 7 passes");
+        assert_eq!(drain(&mut lanes, &reg), [5], "released");
+        drop((sync, asyn));
         // SAFETY: the consumer's only hand-over.
         unsafe { lanes.hand_over(&reg) };
     }

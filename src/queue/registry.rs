@@ -309,6 +309,25 @@ impl<T> Lanes<T> {
         self.list.len()
     }
 
+    /// The class of the lane at position `i`.
+    pub(crate) fn class(&self, i: usize) -> u8 {
+        // SAFETY: adopted lanes are live until unlinked, which removes
+        // their position.
+        unsafe { &*self.list[i].lane }.class()
+    }
+
+    /// Calls `f` with the class, key and payload of every queued item of
+    /// every live lane, lane by lane, each in its order (what the lanes
+    /// hold, as the consumer sees it now: for `len`, `for_each_pending`).
+    pub(crate) fn for_each_queued(&self, mut f: impl FnMut(u8, &Meta, &T)) {
+        for a in &self.list {
+            if let Some(r) = &a.reader {
+                let class = r.lane().class();
+                r.for_each_queued(|m, v| f(class, m, v));
+            }
+        }
+    }
+
     /// The check before sleeping: adopts new lanes and reads every lane's
     /// head with an RMW. Whether anything is there to pop (a new lane
     /// counts as found only if it holds a published item).
@@ -595,6 +614,50 @@ mod tests {
         // SAFETY: the consumer's only hand-over.
         unsafe { lanes.hand_over(&reg) };
         drop(reg);
+    }
+
+    #[test]
+    fn the_consumer_sees_what_every_lane_holds() {
+        let reg = Registry::<u64>::new();
+        let order = AtomicU64::new(0);
+        let mut lanes = Lanes::new();
+        let (a, mut wa) = Lane::of_class(0);
+        let (b, mut wb) = Lane::of_class(1);
+        // SAFETY: new lanes.
+        unsafe {
+            reg.register(a);
+            reg.register(b);
+        }
+        for v in 0..(lane::SLOTS as u64 + 2) {
+            let _ = wa.push(&order, v, meta(v % 3));
+        }
+        let _ = wb.push(&order, 500, meta(500 % 3));
+        lanes.adopt(&reg, false);
+        // The consumer takes the first two of `a`; a walker removes the
+        // items tagged 1.
+        for _ in 0..2 {
+            let Some(Head::Queued(w, _)) = lanes.head(&reg, 0, false) else {
+                panic!("queued")
+            };
+            lanes.take(0, w).unwrap();
+        }
+        let removed = reg.walk(|m| m.tag == 1);
+        let mut seen = Vec::new();
+        lanes.for_each_queued(|class, m, v| {
+            assert_eq!(m.tag, *v % 3, "its own key");
+            seen.push((class, *v));
+        });
+        let want: Vec<(u8, u64)> = (2..(lane::SLOTS as u64 + 2))
+            .filter(|v| v % 3 != 1)
+            .map(|v| (0, v))
+            .chain([(1, 500)])
+            .collect();
+        assert_eq!(seen, want);
+        assert_eq!(removed + want.len(), lane::SLOTS + 1);
+        drop(pop_all(&mut lanes, &reg));
+        drop((wa, wb));
+        // SAFETY: the consumer's only hand-over.
+        unsafe { lanes.hand_over(&reg) };
     }
 
     #[test]
