@@ -786,6 +786,17 @@ impl<T> std::fmt::Debug for Ticket<T> {
     }
 }
 
+/// A removed item the reader stepped over: its payload, for the caller
+/// to drop, and what the consumer counts of it.
+#[derive(Debug)]
+pub(crate) struct Removed<T> {
+    pub(crate) payload: T,
+    /// Its flags, as pushed.
+    pub(crate) flags: u32,
+    /// Removed by a walker (`remove_where`), not by its ticket.
+    pub(crate) by_walker: bool,
+}
+
 /// What the reader's next slot holds.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Head {
@@ -924,8 +935,9 @@ impl<T> Reader<T> {
     /// (only the consumer changes a slot once it is removed or recalled),
     /// so a stale word cannot make it skip a payload: a removed item's
     /// payload is returned for the caller to drop (and the slot marked
-    /// DROPPED); a recalled or dropped one has none.
-    pub(crate) fn step_over(&mut self) -> Option<T> {
+    /// DROPPED), with its flags and who removed it (for the consumer's
+    /// counts); a recalled or dropped one has none.
+    pub(crate) fn step_over(&mut self) -> Option<Removed<T>> {
         // SAFETY: the reader's block is live.
         let slot = unsafe { Block::slot(self.block, self.idx) };
         let word = slot.state.load(Ordering::Acquire);
@@ -937,14 +949,21 @@ impl<T> Reader<T> {
         self.idx += 1;
         match life(word) {
             CANCELLED | WALKED => {
+                // SAFETY: the reader's block is live; `word` is the Acquire
+                // read of a published state (the key stays until reuse).
+                let flags = unsafe { Block::read_meta(self.block, self.idx - 1, word) }.flags;
                 slot.state
                     .store((word & !LIFE) | DROPPED, Ordering::Relaxed);
-                Some(slot.payload.with(|p| {
-                    // SAFETY: the remover left the payload to the consumer
-                    // (its CAS, which the Acquire above read, came after
-                    // the publish).
-                    unsafe { (*p).assume_init_read() }
-                }))
+                Some(Removed {
+                    payload: slot.payload.with(|p| {
+                        // SAFETY: the remover left the payload to the
+                        // consumer (its CAS, which the Acquire above read,
+                        // came after the publish).
+                        unsafe { (*p).assume_init_read() }
+                    }),
+                    flags,
+                    by_walker: life(word) == WALKED,
+                })
             }
             _ => None,
         }
@@ -1373,6 +1392,41 @@ mod tests {
         // SAFETY: nothing else holds the lane (the tickets are gone).
         unsafe { Lane::free(lane_ptr) };
         assert_eq!(drops.load(Ordering::Relaxed), 2);
+    }
+
+    /// Stepping over a removed item says who removed it and with which
+    /// flags (the consumer counts cancelled and removed items by flags).
+    #[test]
+    fn a_step_over_says_who_removed_the_item() {
+        let (lane_ptr, mut w) = Lane::<u64>::new();
+        // SAFETY: freed at the end of the test.
+        let lane = unsafe { &*lane_ptr };
+        let order = AtomicU64::new(0);
+        let mut r = lane.reader();
+        let flagged = |tag| Meta {
+            when: 0,
+            tag,
+            flags: 0x40 | tag as u32,
+        };
+        let t = w.push_with_ticket(&order, 10, flagged(1)).ok().unwrap();
+        let _ = w.push(&order, 20, flagged(2));
+        assert!(t.cancel());
+        let gate = Gate::new();
+        let guard = gate.enter();
+        // SAFETY: the lane's blocks are not recycled while this runs.
+        assert_eq!(unsafe { walk(lane, &guard, |m| m.tag == 2) }, 1);
+        drop(guard);
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            // SAFETY: nothing passed yet.
+            assert!(matches!(r.head(|_| unreachable!()), Head::Dead(_)));
+            let removed = r.step_over().expect("a payload");
+            seen.push((removed.payload, removed.flags, removed.by_walker));
+        }
+        assert_eq!(seen, [(10, 0x41, false), (20, 0x42, true)]);
+        drop((t, w, r));
+        // SAFETY: nothing else holds the lane.
+        unsafe { Lane::free(lane_ptr) };
     }
 
     /// A ticket held while its block is passed, recycled and written
@@ -1806,7 +1860,7 @@ pub mod loom_model {
 
         fn step(&mut self) -> Seen {
             match self.r.step_over() {
-                Some(v) => Seen::Removed(v.into_inner()),
+                Some(r) => Seen::Removed(r.payload.into_inner()),
                 None => Seen::Recalled,
             }
         }

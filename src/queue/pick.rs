@@ -100,8 +100,8 @@ fn read_head<T>(
                 };
             }
             Head::Dead(_) => {
-                if let Some(payload) = lanes.step_over(i) {
-                    dead(payload);
+                if let Some(r) = lanes.step_over(i) {
+                    dead(r.payload);
                 }
             }
         }

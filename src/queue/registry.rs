@@ -296,7 +296,7 @@ impl<T> Lanes<T> {
 
     /// Steps over lane `i`'s dead head; a removed item's payload, for the
     /// caller to drop.
-    pub(crate) fn step_over(&mut self, i: usize) -> Option<T> {
+    pub(crate) fn step_over(&mut self, i: usize) -> Option<lane::Removed<T>> {
         self.reader(i).step_over()
     }
 
@@ -474,8 +474,8 @@ impl<T> Drop for Lanes<T> {
 
 /// Steps over lane `i`'s dead head, its payload (if removed) to `dead`.
 fn dead_head<T>(lanes: &mut Lanes<T>, i: usize, dead: &mut impl FnMut(T)) {
-    if let Some(p) = lanes.step_over(i) {
-        dead(p);
+    if let Some(r) = lanes.step_over(i) {
+        dead(r.payload);
     }
 }
 
@@ -945,12 +945,17 @@ pub mod loom_model {
                         None | Some(Head::Empty) => break,
                         Some(Head::Queued(w, _)) => match lanes.take(i, w) {
                             Ok(v) => out.push(Seen::Item(v.into_inner())),
-                            Err(_) => out
-                                .extend(lanes.step_over(i).map(|v| Seen::Removed(v.into_inner()))),
+                            Err(_) => out.extend(
+                                lanes
+                                    .step_over(i)
+                                    .map(|r| Seen::Removed(r.payload.into_inner())),
+                            ),
                         },
-                        Some(Head::Dead(_)) => {
-                            out.extend(lanes.step_over(i).map(|v| Seen::Removed(v.into_inner())))
-                        }
+                        Some(Head::Dead(_)) => out.extend(
+                            lanes
+                                .step_over(i)
+                                .map(|r| Seen::Removed(r.payload.into_inner())),
+                        ),
                     }
                 }
             }
