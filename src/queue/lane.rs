@@ -969,33 +969,31 @@ impl<T> Reader<T> {
         }
     }
 
-    /// Calls `f` with the key and payload of every queued item from the
-    /// reader's slot on, to the first EMPTY slot (the consumer's view of
-    /// what the lane holds: for `len`, `for_each_pending`, a deadline).
-    /// Removed items are skipped. The reader alone passes blocks, so none
-    /// of those it reads here can be reset or freed; walkers and tickets
-    /// change only states, and a payload stays until the reader steps over
-    /// it.
-    pub(crate) fn for_each_queued(&self, mut f: impl FnMut(&Meta, &T)) {
+    /// Calls `f` with the key of every queued item from the reader's slot
+    /// on, to the first EMPTY slot or the first numbered `until` or later
+    /// (the consumer's view of what the lane holds: for `len`, a deadline;
+    /// `until`, a reading of the push counter, bounds a walk whose `f`
+    /// pushes). Removed items are skipped. The reader alone passes blocks,
+    /// so none of those it reads here can be reset or freed, and a key is
+    /// immutable until its block is reset. No payload is lent: a pusher
+    /// that sees a close recalls its published item and moves the payload
+    /// out (`Writer::recall`), so a `&T` here could dangle.
+    pub(crate) fn for_each_queued(&self, until: u64, mut f: impl FnMut(&Meta)) {
         let (mut b, mut i) = (self.block, self.idx);
         while !b.is_null() {
+            // SAFETY: blocks from the reader's on are live (above).
+            unsafe { Block::check_alive(b) };
             while i < SLOTS {
-                // SAFETY: blocks from the reader's on are live (above).
+                // SAFETY: as above.
                 let slot = unsafe { Block::slot(b, i) };
                 let w = slot.state.load(Ordering::Acquire);
-                match life(w) {
-                    EMPTY => return,
-                    QUEUED => {
-                        // SAFETY: live; `w` is the Acquire read of a
-                        // published state.
-                        let meta = unsafe { Block::read_meta(b, i, w) };
-                        slot.payload.with(|p| {
-                            // SAFETY: published (the Acquire above) and
-                            // moved out only by this consumer.
-                            f(&meta, unsafe { (*p).assume_init_ref() })
-                        });
-                    }
-                    _ => {}
+                if life(w) == EMPTY || number(w) >= until {
+                    return;
+                }
+                if life(w) == QUEUED {
+                    // SAFETY: live; `w` is the Acquire read of a
+                    // published state.
+                    f(&unsafe { Block::read_meta(b, i, w) });
                 }
                 i += 1;
             }

@@ -93,9 +93,13 @@ fn read_head<T>(
                     word,
                     meta,
                 };
-                return if allowed(lanes.class(i), p.key()) {
+                let class = lanes.class(i);
+                return if allowed(class, p.key()) {
                     Read::Item(p)
                 } else {
+                    // The limit must hold back every larger key of the
+                    // class (the lane behind this head is not read).
+                    debug_assert!(!allowed(class, (u64::MAX, u64::MAX)));
                     Read::Held
                 };
             }
@@ -163,17 +167,24 @@ pub(crate) fn pick_within<T>(
     if lanes.slots() == 1 {
         // One lane (a loop fed by one thread): step 2 is the registry's
         // head, unless a lane was registered since.
-        let p = match read_head(lanes, reg, 0, &mut dead, allowed) {
-            Read::Item(p) => p,
-            Read::Empty | Read::Held => return None,
-        };
-        if !lanes.adopt(reg, false) {
-            return Some(p);
+        match read_head(lanes, reg, 0, &mut dead, allowed) {
+            Read::Item(p) => {
+                if !lanes.adopt(reg, false) {
+                    return Some(p);
+                }
+                for i in 1..lanes.slots() {
+                    again.mark(i);
+                }
+                c = Some(p);
+            }
+            // A lane registered since may hold what this one does not (a
+            // barrier can hold this one for long): read every lane.
+            Read::Empty | Read::Held => {
+                if !lanes.adopt(reg, false) {
+                    return None;
+                }
+            }
         }
-        for i in 1..lanes.slots() {
-            again.mark(i);
-        }
-        c = Some(p);
     }
     let first = if c.is_some() { 0..0 } else { 0..lanes.slots() };
     for i in first {
@@ -322,6 +333,30 @@ mod tests {
         }
         assert_eq!(got, [1, 3, 7], "5 held, 7 passes");
         assert_eq!(drain(&mut lanes, &reg), [5], "released");
+        drop((sync, asyn));
+        // SAFETY: the consumer's only hand-over.
+        unsafe { lanes.hand_over(&reg) };
+    }
+
+    #[test]
+    fn a_held_only_lane_does_not_hide_a_lane_registered_since() {
+        let reg = Registry::<u64>::new();
+        let order = AtomicU64::new(0);
+        let (a, mut sync) = Lane::of_class(0);
+        // SAFETY: a new lane.
+        unsafe { reg.register(a) };
+        push(&mut sync, &order, 1, 5);
+        let mut lanes = Lanes::new();
+        lanes.adopt(&reg, false);
+        let barrier = |class: u8, key: (u64, u64)| class == 1 || key < (4, 0);
+        assert!(pick_within(&mut lanes, &reg, drop, &barrier).is_none());
+        let (b, mut asyn) = Lane::of_class(1);
+        // SAFETY: a new lane.
+        unsafe { reg.register(b) };
+        push(&mut asyn, &order, 2, 6);
+        let p = pick_within(&mut lanes, &reg, drop, &barrier).expect("the new lane's item");
+        assert_eq!(take(&mut lanes, p), Some(2));
+        assert_eq!(drain(&mut lanes, &reg), [1]);
         drop((sync, asyn));
         // SAFETY: the consumer's only hand-over.
         unsafe { lanes.hand_over(&reg) };

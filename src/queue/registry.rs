@@ -316,14 +316,17 @@ impl<T> Lanes<T> {
         unsafe { &*self.list[i].lane }.class()
     }
 
-    /// Calls `f` with the class, key and payload of every queued item of
-    /// every live lane, lane by lane, each in its order (what the lanes
-    /// hold, as the consumer sees it now: for `len`, `for_each_pending`).
-    pub(crate) fn for_each_queued(&self, mut f: impl FnMut(u8, &Meta, &T)) {
+    /// Calls `f` with the class and key of every queued item of every lane
+    /// adopted (adopt first to count lanes registered since), lane by
+    /// lane, each in its order, up to push number `until` (a reading of
+    /// the push counter): what the lanes hold as the consumer sees it now,
+    /// for `len` and a deadline. Payloads are not lent
+    /// ([`Reader::for_each_queued`]).
+    pub(crate) fn for_each_queued(&self, until: u64, mut f: impl FnMut(u8, &Meta)) {
         for a in &self.list {
             if let Some(r) = &a.reader {
                 let class = r.lane().class();
-                r.for_each_queued(|m, v| f(class, m, v));
+                r.for_each_queued(until, |m| f(class, m));
             }
         }
     }
@@ -642,18 +645,21 @@ mod tests {
             lanes.take(0, w).unwrap();
         }
         let removed = reg.walk(|m| m.tag == 1);
+        let until = order.load(Ordering::Relaxed);
         let mut seen = Vec::new();
-        lanes.for_each_queued(|class, m, v| {
-            assert_eq!(m.tag, *v % 3, "its own key");
-            seen.push((class, *v));
-        });
+        lanes.for_each_queued(until, |class, m| seen.push((class, m.tag)));
         let want: Vec<(u8, u64)> = (2..(lane::SLOTS as u64 + 2))
             .filter(|v| v % 3 != 1)
-            .map(|v| (0, v))
-            .chain([(1, 500)])
+            .map(|v| (0, v % 3))
+            .chain([(1, 500 % 3)])
             .collect();
         assert_eq!(seen, want);
         assert_eq!(removed + want.len(), lane::SLOTS + 1);
+        // A push after the reading of the counter is not counted.
+        let _ = wa.push(&order, 9, meta(0));
+        let mut after = 0;
+        lanes.for_each_queued(until, |_, _| after += 1);
+        assert_eq!(after, want.len());
         drop(pop_all(&mut lanes, &reg));
         drop((wa, wb));
         // SAFETY: the consumer's only hand-over.
