@@ -12,6 +12,20 @@ use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 
+/// Consumer turns until `n` items were taken or stepped over (yielding to
+/// loom's other threads while there is nothing).
+fn turn_until(c: &mut ModelConsumer, q: &ModelQueue, n: usize) -> Vec<Seen> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let found = c.turn(q);
+        if found.is_empty() {
+            thread::yield_now();
+        }
+        got.extend(found);
+    }
+    got
+}
+
 /// A thread registers its lane and pushes while the consumer checks before
 /// sleeping: the consumer sees the item, or the producer, looking at the
 /// wait word after its push, sees the consumer asleep (and would wake it).
@@ -67,14 +81,7 @@ fn a_walker_and_a_retiring_consumer_share_the_registry() {
         let q3 = q.clone();
         let walker = thread::spawn(move || q3.remove_tag(1));
         let mut c = ModelConsumer::new();
-        let mut got = Vec::new();
-        while got.len() < 6 {
-            let found = c.turn(&q);
-            if found.is_empty() {
-                thread::yield_now();
-            }
-            got.extend(found);
-        }
+        let mut got = turn_until(&mut c, &q, 6);
         // The exited lane retires once its exit is seen; a header goes.
         while c.lanes() != (1, 1) {
             c.turn(&q);
@@ -320,14 +327,7 @@ fn a_ticket_races_the_consumer_and_outlives_its_lane() {
             cancelled
         });
         let mut c = ModelConsumer::new();
-        let mut got = Vec::new();
-        while got.len() < 3 {
-            let found = c.turn(&q);
-            if found.is_empty() {
-                thread::yield_now();
-            }
-            got.extend(found);
-        }
+        let got = turn_until(&mut c, &q, 3);
         let cancelled = t1.join().unwrap();
         // The exited lane retires and its header goes.
         while c.lanes() != (1, 1) || c.in_limbo() != 0 {
@@ -367,13 +367,7 @@ fn a_ticket_into_the_last_block_of_a_retiring_lane() {
             cancelled
         });
         let mut c = ModelConsumer::new();
-        let mut got = Vec::new();
-        while got.is_empty() {
-            got = c.turn(&q);
-            if got.is_empty() {
-                thread::yield_now();
-            }
-        }
+        let got = turn_until(&mut c, &q, 1);
         while c.lanes() != (1, 1) || c.in_limbo() != 0 {
             c.turn(&q);
             thread::yield_now();
@@ -432,14 +426,7 @@ fn a_ticket_held_across_a_reuse_of_its_slot_removes_nothing_else() {
             (cancelled, p)
         });
         let mut c = ModelConsumer::new();
-        let mut got = Vec::new();
-        while got.len() < 5 {
-            let found = c.turn(&q);
-            if found.is_empty() {
-                thread::yield_now();
-            }
-            got.extend(found);
-        }
+        let got = turn_until(&mut c, &q, 5);
         let (cancelled, p) = t1.join().unwrap();
         let one = if cancelled {
             Seen::Removed(1)

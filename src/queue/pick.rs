@@ -32,6 +32,11 @@
 //! Dead heads (removed by a walker or a ticket, recalled by their pusher)
 //! are stepped over where they are met; a removed item's payload goes to
 //! the caller's `dead` to be dropped on the consumer's thread.
+//!
+//! A caller's limit ([`pick_within`]: a sync barrier) holds back a lane
+//! whose head it holds: the limit holds every larger key of that class,
+//! and the lane is in key order, so the whole lane is held and needs no
+//! second look; the guarantee above holds among the items let out.
 
 use super::lane::{self, Head};
 use super::node::Meta;
