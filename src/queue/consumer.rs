@@ -8,11 +8,14 @@ use super::alloc::Filling;
 use super::class::{earlier, Class, Slot};
 use super::gate::Limbo;
 use super::heap::Key;
+use super::lane::{self, Removed};
 use super::node::{
     Node, BARRIER, COUNTED, FRONT, HEAP_DONE, LIFE_MASK, LIST_DONE, PASSES, PAYLOAD_GONE, QUEUED,
     REMOVED, RETIRED, SWEPT, TAKEN, TICKET, USER_SHIFT, WALKED,
 };
+use super::pick::{self, Pick};
 use super::producer::{ItemInfo, Producer};
+use super::registry::Lanes;
 use super::shared::Shared;
 use crate::sync::{Arc, Ordering};
 
@@ -24,6 +27,11 @@ const LANE_SLACK: u64 = 1_000_000;
 /// Compaction runs when more than half the heap (and at least this many
 /// entries) are tombstones.
 const COMPACT_MIN: usize = if cfg!(loom) { 2 } else { 32 };
+
+/// A lane's class for items that pass barriers ([`Push::asynchronous`]).
+///
+/// [`Push::asynchronous`]: super::Push::asynchronous
+const ASYNC_LANE: u8 = 1;
 
 /// What [`DeliQueue::prepare_idle`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +118,16 @@ pub struct DeliQueue<T> {
     /// Node flags of the items [`counts`](DeliQueue::counts) counts.
     counted: u32,
     counts: Counts,
+    /// The lanes of this queue's producer threads, as the consumer reads
+    /// them (`docs/lanes.md`); none unless made [`with_lanes`](Self::with_lanes).
+    lanes: Lanes<T>,
+    /// Pushes are numbered by the producers (lanes are on): a node's `seq`
+    /// is its push number, kept in its `prev` until it is swept.
+    numbered: bool,
+    /// The sweep's scratch: the push numbers of the nodes walked down.
+    numbers: Vec<i64>,
+    /// The push counter as the last maintain read it, for `has_new`.
+    order_seen: u64,
 }
 
 /// What happened to the items whose user flags intersect the mask given to
@@ -149,10 +167,17 @@ impl<T> Default for DeliQueue<T> {
 }
 
 impl<T> DeliQueue<T> {
-    /// An empty, open queue.
+    /// An empty, open queue. Every push goes through the stack; for
+    /// payloads that are `Send + 'static`, [`with_lanes`](Self::with_lanes)
+    /// makes the common push cheaper.
     pub fn new() -> DeliQueue<T> {
+        DeliQueue::of(Shared::new())
+    }
+
+    fn of(shared: Shared<T>) -> DeliQueue<T> {
+        let numbered = shared.lane_push.is_some();
         DeliQueue {
-            shared: Arc::new(Shared::new()),
+            shared: Arc::new(shared),
             sync: Class::new(),
             asyn: Class::new(),
             barriers: 0,
@@ -169,6 +194,10 @@ impl<T> DeliQueue<T> {
             hold_drops: false,
             counted: 0,
             counts: Counts::default(),
+            lanes: Lanes::new(),
+            numbered,
+            numbers: Vec::new(),
+            order_seen: 0,
         }
     }
 
@@ -194,6 +223,9 @@ impl<T> DeliQueue<T> {
     /// ([`Push::asynchronous`](super::Push::asynchronous)) come out.
     #[inline]
     pub fn pop_swept(&mut self, now: u64) -> Option<Popped<T>> {
+        if self.lanes.slots() > 0 {
+            return self.pop_with_lanes(now);
+        }
         if self.barriers == 0 {
             // No barrier, and one class empty: the other's order is the
             // queue's, so pop it without merging.
@@ -211,10 +243,10 @@ impl<T> DeliQueue<T> {
                 }
             }
         }
-        self.pop_inner(now, true)
+        self.pop_inner(now, true).map(|(_, popped)| popped)
     }
 
-    fn pop_inner(&mut self, now: u64, barriers: bool) -> Option<Popped<T>> {
+    fn pop_inner(&mut self, now: u64, barriers: bool) -> Option<(Key, Popped<T>)> {
         loop {
             let (key, node, slot) = self.peek_entry(barriers)?;
             if key.when > now {
@@ -222,9 +254,78 @@ impl<T> DeliQueue<T> {
             }
             self.remove_entry(node, slot);
             if let Some(popped) = self.finish_heap_entry(node) {
-                return Some(popped);
+                return Some((key, popped));
             }
         }
+    }
+
+    /// [`pop_swept`](Self::pop_swept) once lanes are adopted: the least of
+    /// the heaps' heads and the lanes' pick (`docs/lanes.md`, "The
+    /// consumer", steps 1-3; `pick.rs` does the lanes' part of steps 1
+    /// and 2). When the pick wins, the stack's part of step 2: if `top`
+    /// moved since the sweep, sweep again, and if that brought an item
+    /// before the pick, pick again (each round needs an item with a
+    /// smaller key than the last round's).
+    fn pop_with_lanes(&mut self, now: u64) -> Option<Popped<T>> {
+        loop {
+            let (sync, held) = self.sync_head_and_barrier();
+            let heap = earlier(sync, self.asyn.peek());
+            let p = self.lane_pick(held);
+            let lane_first = match (&heap, &p) {
+                (_, None) => false,
+                (None, Some(_)) => true,
+                (Some((k, ..)), Some(p)) => pick_key(p) < (k.when, k.seq),
+            };
+            if !lane_first {
+                let (key, node, slot) = heap?;
+                if key.when > now {
+                    return None;
+                }
+                self.remove_entry(node, slot);
+                match self.finish_heap_entry(node) {
+                    Some(popped) => return Some(popped),
+                    None => continue,
+                }
+            }
+            let p = p.expect("the lane's pick came first");
+            if p.meta.when > now {
+                return None;
+            }
+            if self.shared.top() != self.marker {
+                let lower = self.sweep().is_some_and(|k| (k.when, k.seq) < pick_key(&p));
+                self.lanes.adopt(&self.shared.home.registry, false);
+                if lower {
+                    continue;
+                }
+            }
+            if let Some(item) = pick::take(&mut self.lanes, p) {
+                self.counts.accepted += u64::from(p.meta.flags & self.counted != 0);
+                let info = ItemInfo::of_meta(&p.meta);
+                return Some(Popped {
+                    item,
+                    when: info.when,
+                    info,
+                });
+            }
+        }
+    }
+
+    /// The lanes' pick (`pick.rs`), holding back sync lanes' items from
+    /// the key of the barrier that holds the sync class, if one does.
+    /// Removed items met on the way are counted and dropped later.
+    #[inline]
+    fn lane_pick(&mut self, held: Option<Key>) -> Option<Pick> {
+        if self.lanes.slots() == 0 {
+            return None;
+        }
+        let limit = held.map(|k| (k.when, k.seq as u64));
+        let (counted, counts, to_drop) = (self.counted, &mut self.counts, &mut self.to_drop);
+        pick::pick_within(
+            &mut self.lanes,
+            &self.shared.home.registry,
+            |r| count_removed(counts, counted, r, to_drop),
+            &|class, key| class == ASYNC_LANE || limit.is_none_or(|l| key < l),
+        )
     }
 
     /// The smallest entry that may come out, and where it is. With
@@ -248,7 +349,7 @@ impl<T> DeliQueue<T> {
 
     /// The sync class's head (unless a live barrier holds it) and the due
     /// time of the barrier that holds it, if one does.
-    fn sync_head_and_barrier(&mut self) -> (Option<Head<T>>, Option<u64>) {
+    fn sync_head_and_barrier(&mut self) -> (Option<Head<T>>, Option<Key>) {
         loop {
             let head = self.sync.peek();
             let Some((key, node, in_lane)) = head else {
@@ -263,7 +364,7 @@ impl<T> DeliQueue<T> {
                 return (head, None);
             }
             if n.is_queued() {
-                return (None, Some(key.when));
+                return (None, Some(key));
             }
             // A removed barrier: clear it and look again.
             self.remove_entry(
@@ -298,14 +399,22 @@ impl<T> DeliQueue<T> {
 
     /// [`next_deadline`](Self::next_deadline) without looking for new pushes.
     pub fn peek_deadline(&mut self) -> Option<u64> {
-        loop {
-            let (key, node, slot) = self.peek_entry(true)?;
+        let heap = loop {
+            let Some((key, node, slot)) = self.peek_entry(true) else {
+                break None;
+            };
             // SAFETY: class entries point at live nodes.
             if unsafe { (*node).is_queued() } {
-                return Some(key.when);
+                break Some(key.when);
             }
             self.remove_entry(node, slot);
             self.finish_heap_entry(node);
+        };
+        let held = self.sync_head_and_barrier().1;
+        let lane = self.lane_pick(held).map(|p| p.meta.when);
+        match (heap, lane) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -313,7 +422,16 @@ impl<T> DeliQueue<T> {
     /// cancellation racing with this call may or may not be counted.
     pub fn len(&mut self) -> usize {
         self.maintain();
-        self.live
+        let mut on_lanes = 0;
+        self.lanes
+            .for_each_queued(self.order_now(), |_, _| on_lanes += 1);
+        self.live + on_lanes
+    }
+
+    /// The push counter without its CLOSED bit: every number taken so far
+    /// is below it.
+    fn order_now(&self) -> u64 {
+        self.shared.home.order.load(Ordering::Acquire) & !lane::CLOSED
     }
 
     /// Whether [`len`](Self::len) is zero.
@@ -324,6 +442,7 @@ impl<T> DeliQueue<T> {
     /// Whether a push arrived since the last sweep. Cheap: one load.
     pub fn has_new(&self) -> bool {
         self.shared.top() != self.marker
+            || (self.numbered && self.shared.home.order.load(Ordering::Relaxed) != self.order_seen)
     }
 
     /// Closes the queue: from now on every push fails and hands its item
@@ -348,7 +467,34 @@ impl<T> DeliQueue<T> {
         while let Some(popped) = self.pop_inner(u64::MAX, false) {
             out.push(popped);
         }
-        out
+        if self.numbered {
+            let (counted, counts, to_drop) = (self.counted, &mut self.counts, &mut self.to_drop);
+            let mut accepted = 0;
+            self.lanes.drain(
+                &self.shared.home.registry,
+                |meta, n, item| {
+                    accepted += u64::from(meta.flags & counted != 0);
+                    let info = ItemInfo::of_meta(&meta);
+                    let key = Key {
+                        when: meta.when,
+                        seq: n as i64,
+                    };
+                    out.push((
+                        key,
+                        Popped {
+                            item,
+                            when: info.when,
+                            info,
+                        },
+                    ));
+                },
+                |r| count_removed(counts, counted, r, to_drop),
+            );
+            self.counts.accepted += accepted;
+            // Each part is in order; merge them (a stable sort).
+            out.sort_by_key(|(k, _)| (k.when, k.seq));
+        }
+        out.into_iter().map(|(_, popped)| popped).collect()
     }
 
     /// Announces that the consumer is about to sleep until `deadline`.
@@ -361,11 +507,16 @@ impl<T> DeliQueue<T> {
     pub fn prepare_sleep(&mut self, deadline: Option<u64>) -> bool {
         self.flush_recycled();
         let held = self.sync_head_and_barrier().1;
-        self.shared.wait.sleep(deadline, held);
+        self.shared.wait.sleep(deadline, held.map(|k| k.when));
         // A push or a close since the last sweep changed `top` (the marker
         // never carries the CLOSED bit); a cancel (a removed barrier may
-        // release held items) is on the free list.
-        if self.shared.top_latest() != self.marker || !self.shared.free_latest().is_null() {
+        // release held items) is on the free list; a lane push published
+        // its slot (each lane's head read with an RMW: `docs/lanes.md`,
+        // "Sleeping and waking"; a head the barrier holds is not work).
+        if self.shared.top_latest() != self.marker
+            || !self.shared.free_latest().is_null()
+            || (self.numbered && self.lanes_have_work(held, deadline))
+        {
             self.shared.wait.wake();
             return false;
         }
@@ -403,6 +554,19 @@ impl<T> DeliQueue<T> {
         Idle::Asleep { deadline }
     }
 
+    /// The sleep check's look at the lanes: adopts new ones and reads every
+    /// head with an RMW. A head is work if it is due before `deadline` and
+    /// no barrier holds it (the pushes that wake a sleep are the same), or
+    /// if it is dead (to step over).
+    fn lanes_have_work(&mut self, held: Option<Key>, deadline: Option<u64>) -> bool {
+        let limit = held.map(|k| (k.when, k.seq as u64));
+        self.lanes
+            .any_latest_within(&self.shared.home.registry, &|class, key| {
+                (class == ASYNC_LANE || limit.is_none_or(|l| key < l))
+                    && deadline.is_none_or(|d| key.0 < d)
+            })
+    }
+
     /// Marks the consumer awake after a sleep.
     pub fn wake(&mut self) {
         self.shared.wait.wake();
@@ -419,6 +583,10 @@ impl<T> DeliQueue<T> {
     /// due by `now` take an O(1) path instead of the heap.
     pub fn maintain_at(&mut self, now: u64) {
         self.horizon = self.horizon.max(now);
+        if self.numbered {
+            // Before the sweep: a number taken after this shows in `has_new`.
+            self.order_seen = self.shared.home.order.load(Ordering::Relaxed);
+        }
         // Look before the swap: an empty free list costs a load, not an RMW
         // on a line cancellers write. (A cancel that lands after the load
         // is seen by the next maintain; `prepare_sleep` re-reads `free`
@@ -429,6 +597,13 @@ impl<T> DeliQueue<T> {
             self.shared.free.swap(ptr::null_mut(), Ordering::Acquire)
         };
         self.sweep();
+        if self.numbered {
+            // After the sweep's Acquire of `top`: a lane registered before
+            // a swept push is read before that push can come out.
+            let reg = &self.shared.home.registry;
+            self.lanes.adopt(reg, false);
+            self.lanes.maintain(reg);
+        }
         self.process_free(freed);
         if self.tombstones >= COMPACT_MIN && self.tombstones * 2 > self.heap_len() {
             self.compact();
@@ -519,21 +694,40 @@ impl<T> DeliQueue<T> {
     /// copy of the pending set, O(n log n).
     pub fn for_each_pending(&mut self, mut f: impl FnMut(&ItemInfo, &T)) {
         self.maintain();
-        let mut all: Vec<(Key, *mut Node<T>)> = Vec::with_capacity(self.heap_len());
-        self.sync.for_each(|k, n| all.push((k, n)));
-        self.asyn.for_each(|k, n| all.push((k, n)));
-        all.sort_by_key(|&(k, _)| (k.when, k.seq));
-        for (_, node) in all {
-            // SAFETY: class entries point at live nodes; the consumer may
-            // read a pending node's payload (nobody else touches it until
-            // the consumer moves it out).
-            unsafe {
-                if (*node).is_queued() {
-                    let info = ItemInfo::of(&*node);
-                    (*node).payload.with(|p| f(&info, (*p).assume_init_ref()));
-                }
+        let mut all: Vec<(Key, Pending<T>)> = Vec::with_capacity(self.heap_len());
+        self.sync.for_each(|k, n| all.push((k, Pending::Node(n))));
+        self.asyn.for_each(|k, n| all.push((k, Pending::Node(n))));
+        // Lane items are lent, so their pushers cannot recall them (after a
+        // close) while `f` reads them; the guard ends every lend, even if
+        // `f` panics.
+        let mut lent = Unlend(Vec::new());
+        let until = self.order_now();
+        self.lanes.lend_queued(until, |_, meta, n, slot| {
+            lent.0.push(slot);
+            let key = Key {
+                when: meta.when,
+                seq: n as i64,
+            };
+            all.push((key, Pending::Lane(ItemInfo::of_meta(meta), slot)));
+        });
+        all.sort_by_key(|(k, _)| (k.when, k.seq));
+        for (_, pending) in all {
+            match pending {
+                // SAFETY: class entries point at live nodes; the consumer
+                // may read a pending node's payload (nobody else touches it
+                // until the consumer moves it out).
+                Pending::Node(node) => unsafe {
+                    if (*node).is_queued() {
+                        let info = ItemInfo::of(&*node);
+                        (*node).payload.with(|p| f(&info, (*p).assume_init_ref()));
+                    }
+                },
+                // SAFETY: lent above and unlent only when `lent` drops,
+                // after this loop; the lanes are not read meanwhile.
+                Pending::Lane(info, slot) => f(&info, unsafe { lane::lent_payload(slot) }),
             }
         }
+        drop(lent);
     }
 
     /// Nodes retired but not yet freed, because a walker may still stand on
@@ -565,11 +759,14 @@ impl<T> DeliQueue<T> {
         self.filling.reserved()
     }
 
-    fn sweep(&mut self) {
+    /// Sweeps new pushes into the classes; the least key it swept, if any.
+    fn sweep(&mut self) -> Option<Key> {
         let top = self.shared.top();
         if top == self.marker {
-            return;
+            return None;
         }
+        let numbered = self.numbered;
+        let mut numbers = std::mem::take(&mut self.numbers);
         // Walk down to the previous marker, linking each node to the one
         // above it.
         let mut above: *mut Node<T> = ptr::null_mut();
@@ -580,6 +777,11 @@ impl<T> DeliQueue<T> {
             // unswept, so only this thread writes their `prev`.
             unsafe {
                 (*node).check_alive();
+                if numbered {
+                    // The push number its producer kept in `prev` (a front
+                    // push has none: its `seq` is the sweep's).
+                    numbers.push((*node).prev.with(|p| (*p).addr() as i64));
+                }
                 (*node).prev.with_mut(|p| *p = above);
                 above = node;
                 node = (*node).next(Ordering::Acquire);
@@ -600,14 +802,18 @@ impl<T> DeliQueue<T> {
         let (mut accepted, mut swept) = (0u64, 0usize);
         let lane_until = self.horizon.saturating_add(LANE_SLACK);
         let counted = self.counted;
+        let mut least: Option<Key> = None;
         loop {
             // SAFETY: as above; `prev` was set in the walk down.
             let n = unsafe { &*node };
             let meta = n.meta();
             accepted += u64::from(meta.flags & counted != 0);
+            let number = if numbered { numbers.pop() } else { None };
             let seq = if meta.flags & FRONT != 0 {
                 seq_down -= 1;
                 seq_down
+            } else if let Some(number) = number {
+                number
             } else {
                 seq_up += 1;
                 seq_up
@@ -620,6 +826,9 @@ impl<T> DeliQueue<T> {
                 when: meta.when,
                 seq,
             };
+            if least.is_none_or(|l| (key.when, key.seq) < (l.when, l.seq)) {
+                least = Some(key);
+            }
             let lane_ok = meta.when <= lane_until;
             if meta.flags & PASSES != 0 {
                 self.asyn.push(key, node, lane_ok);
@@ -635,6 +844,8 @@ impl<T> DeliQueue<T> {
             node = n.prev.with(|p| unsafe { *p });
         }
         (self.seq_up, self.seq_down) = (seq_up, seq_down);
+        debug_assert!(numbers.is_empty());
+        self.numbers = numbers;
         self.counts.accepted += accepted;
         self.live += swept;
         self.marker = top;
@@ -644,6 +855,7 @@ impl<T> DeliQueue<T> {
             self.unlink(deferred);
             self.maybe_retire(deferred);
         }
+        least
     }
 
     fn process_free(&mut self, mut node: *mut Node<T>) {
@@ -867,6 +1079,77 @@ impl<T> DeliQueue<T> {
     }
 }
 
+impl<T: Send + 'static> DeliQueue<T> {
+    /// An empty, open queue whose due-now pushes without a ticket
+    /// ([`Push::due_now`], or a stream of pushes due at one time, as
+    /// `push(item, 0)`) take a *lane* of the pushing thread: slots written
+    /// and read in order, with no node, no stack and no heap on their way
+    /// (`docs/lanes.md`). Everything else goes through the stack as with
+    /// [`new`](Self::new), and the order is the same: `(when, seq)`, where
+    /// `seq` is the order in which pushes took their number. Only for
+    /// payloads that borrow nothing (a thread's lane outlives any borrow).
+    ///
+    /// ```
+    /// use deliloop::queue::{DeliQueue, Push};
+    ///
+    /// let mut q = DeliQueue::with_lanes();
+    /// let p = q.producer();
+    /// std::thread::spawn(move || {
+    ///     for i in 0..3 {
+    ///         p.push(i, 0).unwrap();
+    ///     }
+    ///     p.push_with(9, Push::at(5)).unwrap();
+    /// })
+    /// .join()
+    /// .unwrap();
+    /// let got: Vec<_> = std::iter::from_fn(|| q.pop_due(10).map(|e| e.item)).collect();
+    /// assert_eq!(got, [0, 1, 2, 9]);
+    /// ```
+    ///
+    /// [`Push::due_now`]: super::Push::due_now
+    pub fn with_lanes() -> DeliQueue<T> {
+        DeliQueue::of(Shared::with_lanes())
+    }
+}
+
+/// A lane pick's place in the queue's order.
+#[inline]
+fn pick_key(p: &Pick) -> (u64, i64) {
+    (p.meta.when, p.number() as i64)
+}
+
+/// A removed lane item the consumer stepped over: counted (if its flags
+/// are), its payload dropped at the next maintain.
+fn count_removed<T>(counts: &mut Counts, counted: u32, r: Removed<T>, to_drop: &mut Vec<T>) {
+    if r.flags & counted != 0 {
+        counts.accepted += 1;
+        *if r.by_walker {
+            &mut counts.removed
+        } else {
+            &mut counts.cancelled
+        } += 1;
+    }
+    to_drop.push(r.payload);
+}
+
+/// A pending item [`DeliQueue::for_each_pending`] visits.
+enum Pending<T> {
+    Node(*mut Node<T>),
+    Lane(ItemInfo, lane::Lent<T>),
+}
+
+/// Ends the lends of [`DeliQueue::for_each_pending`] when dropped.
+struct Unlend<T>(Vec<lane::Lent<T>>);
+
+impl<T> Drop for Unlend<T> {
+    fn drop(&mut self) {
+        for slot in self.0.drain(..) {
+            // SAFETY: each was lent by `for_each_pending` and not unlent.
+            unsafe { lane::unlend(slot) };
+        }
+    }
+}
+
 impl<T> Drop for DeliQueue<T> {
     fn drop(&mut self) {
         self.hold_drops = true;
@@ -887,6 +1170,11 @@ impl<T> Drop for DeliQueue<T> {
                 orphans.push(deferred);
             }
         }
+        // What the lanes' limbo holds goes to the registry (walkers may
+        // still stand in it); the lanes themselves go with the shared part.
+        let lanes = std::mem::replace(&mut self.lanes, Lanes::new());
+        // SAFETY: this is the registry's one consumer, handing over once.
+        unsafe { lanes.hand_over(&self.shared.home.registry) };
         // The memory gathered for producers goes to them (or, with the
         // queue, to the allocator).
         self.flush_recycled();

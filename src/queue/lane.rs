@@ -100,19 +100,25 @@ pub(crate) const RECALLED: u64 = 5;
 /// Removed, and its payload dropped by the consumer.
 pub(crate) const DROPPED: u64 = 6;
 
+/// The consumer lends the slot's payload (`DeliQueue::for_each_pending`):
+/// its pusher's recall, a CAS from the word it published, fails while this
+/// is set, so the payload stays where it is. A walker's CAS keeps the bit.
+pub(crate) const LENT: u64 = 1 << 63;
+
 // The state word's layout: life in bits 0-2, HAS_FLAGS in bit 3, the
-// number (plus one) above; every number below MAX_NUMBER fits.
+// number (plus one) above, LENT in bit 63; every number below MAX_NUMBER
+// fits below LENT.
 const _: () = {
     assert!(DROPPED <= LIFE && RECALLED <= LIFE);
     assert!(HAS_FLAGS & LIFE == 0 && HAS_FLAGS < 1 << SHIFT);
-    assert!(MAX_NUMBER.leading_zeros() >= SHIFT);
+    assert!(MAX_NUMBER << SHIFT < LENT);
     assert!(CLOSED >= MAX_NUMBER);
 };
 
 /// The push counter's closed bit.
 pub(crate) const CLOSED: u64 = 1 << 63;
 /// Push numbers stay below this, so a state word holds any of them.
-pub(crate) const MAX_NUMBER: u64 = 1 << 59;
+pub(crate) const MAX_NUMBER: u64 = 1 << 58;
 
 /// A lane's producer thread has exited.
 const ABANDONED: u8 = 1;
@@ -129,7 +135,7 @@ pub(crate) fn life(word: u64) -> u64 {
 /// The push number in a (non-EMPTY) state word.
 #[inline]
 pub(crate) fn number(word: u64) -> u64 {
-    (word >> SHIFT) - 1
+    ((word & !LENT) >> SHIFT) - 1
 }
 
 /// A slot: 32 bytes with a `u64` payload, two to a cache line, so a loop
@@ -1003,6 +1009,45 @@ impl<T> Reader<T> {
         }
     }
 
+    /// Lends every queued item from the reader's slot on (bounded as
+    /// [`for_each_queued`](Self::for_each_queued)): sets LENT on its state
+    /// (a CAS from the QUEUED word, so its pusher's recall, a CAS from the
+    /// word it published, now fails and the payload stays) and gives `f`
+    /// its key, number and slot, for [`lent_payload`] and [`unlend`]. The
+    /// caller unlends every slot it was given before it lets the lane move
+    /// on (before its next `head`, `take` or `step_over`).
+    pub(crate) fn lend_queued(&self, until: u64, mut f: impl FnMut(&Meta, u64, Lent<T>)) {
+        let (mut b, mut i) = (self.block, self.idx);
+        while !b.is_null() {
+            // SAFETY: blocks from the reader's on are live (only the reader
+            // passes them).
+            unsafe { Block::check_alive(b) };
+            while i < SLOTS {
+                // SAFETY: as above.
+                let slot = unsafe { Block::slot(b, i) };
+                let w = slot.state.load(Ordering::Acquire);
+                if life(w) == EMPTY || number(w) >= until {
+                    return;
+                }
+                if life(w) == QUEUED
+                    && slot
+                        .state
+                        .compare_exchange(w, w | LENT, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                {
+                    // SAFETY: live; `w` is the Acquire read of a published
+                    // state.
+                    let meta = unsafe { Block::read_meta(b, i, w) };
+                    f(&meta, number(w), Lent(slot));
+                }
+                i += 1;
+            }
+            // SAFETY: as above.
+            b = unsafe { (*b).next.load(Ordering::Acquire) };
+            i = 0;
+        }
+    }
+
     /// Ends the reader of an abandoned lane whose head is EMPTY (the lane's
     /// end): walkers no longer start in the lane (`first` is nulled), and
     /// the reader's block goes to `retire`, to be freed with
@@ -1015,6 +1060,37 @@ impl<T> Reader<T> {
         retire(self.block);
         self.block = ptr::null_mut();
     }
+}
+
+/// A slot whose payload the consumer lends ([`Reader::lend_queued`]).
+pub(crate) struct Lent<T>(*const Slot<T>);
+
+impl<T> Clone for Lent<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Lent<T> {}
+
+/// The payload of a lent slot.
+///
+/// # Safety
+/// `lent` came from [`Reader::lend_queued`] and was not unlent; the
+/// reference is dropped before [`unlend`]. Its pusher cannot recall it and
+/// only the consumer moves a queued or removed payload out.
+pub(crate) unsafe fn lent_payload<'a, T>(lent: Lent<T>) -> &'a T {
+    // SAFETY: as the contract.
+    unsafe { (*lent.0).payload.with(|p| (*p).assume_init_ref()) }
+}
+
+/// Ends a lend: clears LENT (whatever a walker made of the item meanwhile).
+///
+/// # Safety
+/// `lent` came from [`Reader::lend_queued`] and was not unlent yet.
+pub(crate) unsafe fn unlend<T>(lent: Lent<T>) {
+    // SAFETY: as the contract: the block is live until the reader passes it.
+    unsafe { (*lent.0).state.fetch_and(!LENT, Ordering::AcqRel) };
 }
 
 /// Frees a block the consumer passed (or the last block of an abandoned

@@ -160,7 +160,7 @@ mod class;
 mod consumer;
 mod gate;
 pub mod heap;
-// Not wired into the queue yet: `docs/lanes.md` says what is left.
+// Lanes (`docs/lanes.md`): some pieces are used by benches and models only.
 #[allow(dead_code)]
 pub(crate) mod lane;
 #[allow(dead_code)]

@@ -83,7 +83,7 @@ fn read_head<T>(
     lanes: &mut Lanes<T>,
     reg: &Registry<T>,
     i: usize,
-    dead: &mut impl FnMut(T),
+    dead: &mut impl FnMut(lane::Removed<T>),
     allowed: &impl Fn(u8, (u64, u64)) -> bool,
 ) -> Read {
     loop {
@@ -110,7 +110,7 @@ fn read_head<T>(
             }
             Head::Dead(_) => {
                 if let Some(r) = lanes.step_over(i) {
-                    dead(r.payload);
+                    dead(r);
                 }
             }
         }
@@ -141,13 +141,13 @@ impl Again {
 
 /// The least of the published lane heads the consumer may take now
 /// (steps 1 and 2 of the design comment), or `None` if no lane has one.
-/// Dead heads met on the way are stepped over (removed payloads to
+/// Dead heads met on the way are stepped over (removed items to
 /// `dead`). Never waits.
 #[inline]
 pub(crate) fn pick<T>(
     lanes: &mut Lanes<T>,
     reg: &Registry<T>,
-    dead: impl FnMut(T),
+    dead: impl FnMut(lane::Removed<T>),
 ) -> Option<Pick> {
     pick_within(lanes, reg, dead, &|_, _| true)
 }
@@ -161,7 +161,7 @@ pub(crate) fn pick<T>(
 pub(crate) fn pick_within<T>(
     lanes: &mut Lanes<T>,
     reg: &Registry<T>,
-    mut dead: impl FnMut(T),
+    mut dead: impl FnMut(lane::Removed<T>),
     allowed: &impl Fn(u8, (u64, u64)) -> bool,
 ) -> Option<Pick> {
     let mut again = Again {
@@ -388,7 +388,7 @@ mod tests {
                                      // A walker removes item 1.
         assert_eq!(reg.walk(|m| m.tag == 1), 1);
         let mut dropped = Vec::new();
-        let p = pick(&mut lanes, &reg, |v| dropped.push(v)).unwrap();
+        let p = pick(&mut lanes, &reg, |r| dropped.push(r.payload)).unwrap();
         assert_eq!(dropped, [1], "stepped over, its payload to `dead`");
         assert_eq!((p.meta.tag, p.number()), (3, 1));
         assert_eq!(take(&mut lanes, p), Some(3));

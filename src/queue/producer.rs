@@ -4,6 +4,8 @@
 use std::fmt;
 use std::ptr::NonNull;
 
+use super::lane::Outcome;
+use super::node::Meta;
 use super::node::{
     Node, BARRIER, FRONT, HAS_TAG, LIFE_MASK, PASSES, QUEUED, REMOVED, RETIRED, TICKET, USER_SHIFT,
     WALKED,
@@ -29,6 +31,7 @@ pub struct Push {
     front: bool,
     asynchronous: bool,
     barrier: bool,
+    due_now: bool,
 }
 
 impl Push {
@@ -36,6 +39,34 @@ impl Push {
     pub fn at(when: u64) -> Push {
         Push {
             when,
+            ..Push::default()
+        }
+    }
+
+    /// Due at `now`, the pusher's clock read just now (the runtime's posts
+    /// and task wakes due now): ordered exactly as [`Push::at`]`(now)`.
+    /// On a queue made with [`DeliQueue::with_lanes`], such a push without
+    /// a ticket takes the pushing thread's lane, read in the order it was
+    /// written instead of through the stack and the heap
+    /// (`docs/lanes.md`); so does a plain push due at the same time as that
+    /// thread's last lane push (a stream of `push(item, 0)`).
+    ///
+    /// ```
+    /// use deliloop::queue::{DeliQueue, Push};
+    ///
+    /// let mut q = DeliQueue::with_lanes();
+    /// let p = q.producer();
+    /// p.push_with("a", Push::due_now(10)).unwrap();
+    /// p.push_with("b", Push::at(10)).unwrap();
+    /// assert_eq!(q.pop_due(10).map(|e| e.item), Some("a"));
+    /// assert_eq!(q.pop_due(10).map(|e| e.item), Some("b"));
+    /// ```
+    ///
+    /// [`DeliQueue::with_lanes`]: super::DeliQueue::with_lanes
+    pub fn due_now(now: u64) -> Push {
+        Push {
+            when: now,
+            due_now: true,
             ..Push::default()
         }
     }
@@ -135,6 +166,14 @@ impl ItemInfo {
     /// Whether it is a sync barrier ([`Producer::push_barrier`]).
     pub fn is_barrier(&self) -> bool {
         self.flags & BARRIER != 0
+    }
+
+    pub(crate) fn of_meta(meta: &Meta) -> ItemInfo {
+        ItemInfo {
+            when: meta.when,
+            tag: meta.tag,
+            flags: meta.flags,
+        }
     }
 
     pub(crate) fn of<T>(node: &Node<T>) -> ItemInfo {
@@ -253,6 +292,31 @@ impl<T> Producer<T> {
     /// # Errors
     /// [`Closed`] with the item if the queue was closed.
     pub fn push_with(&self, item: T, opts: Push) -> Result<Pushed, Closed<T>> {
+        let item = match self.shared.lane_push {
+            Some(lane_push) if !opts.front && !opts.barrier => {
+                let meta = Meta {
+                    when: opts.when,
+                    tag: opts.tag.unwrap_or(0),
+                    flags: opts.node_flags(),
+                };
+                let class = u8::from(opts.asynchronous);
+                match lane_push(&self.shared, item, meta, class, opts.due_now) {
+                    Ok(Outcome::Accepted(_)) => {
+                        let kind = if opts.asynchronous {
+                            WakeKind::Passes
+                        } else {
+                            WakeKind::SyncNumbered
+                        };
+                        return Ok(Pushed {
+                            wake: self.shared.wait.needs_wake(opts.when, kind),
+                        });
+                    }
+                    Ok(Outcome::Refused(item)) => return Err(Closed(item)),
+                    Err(item) => item,
+                }
+            }
+            _ => item,
+        };
         self.push_node(item, opts, 0).map(|(_, pushed)| pushed)
     }
 
@@ -341,7 +405,11 @@ impl<T> Producer<T> {
             opts.node_flags(),
             tickets,
         );
-        if self.shared.push(node).is_err() {
+        // With lanes, the item's place among lane items is its push number
+        // (`docs/lanes.md`, "Push numbers"); a front push takes none.
+        let numbered = self.shared.lane_push.is_some() && !opts.front;
+        let refused = (numbered && !self.shared.number(node)) || self.shared.push(node).is_err();
+        if refused {
             // SAFETY: the node was never published; this thread owns it and
             // takes its payload back before freeing it.
             let item = unsafe {
@@ -353,6 +421,8 @@ impl<T> Producer<T> {
         }
         let kind = if opts.asynchronous || opts.front {
             WakeKind::Passes
+        } else if numbered {
+            WakeKind::SyncNumbered
         } else {
             WakeKind::Sync
         };
@@ -365,7 +435,8 @@ impl<T> Producer<T> {
     /// Cancels every pending item for which `pred` is true; returns how many.
     /// Lock-free; safe to call from any thread, including the consumer's.
     /// Cancelled items are dropped by the consumer the next time it looks at
-    /// the queue; one cancelled while or after the [`DeliQueue`] is dropped
+    /// the queue (an item on a lane, [`Push::due_now`], when the consumer
+    /// reaches its place); one cancelled while or after the [`DeliQueue`] is dropped
     /// is dropped with the last handle to the queue (a `Producer` or a
     /// [`Ticket`]), on the thread that drops it (hence `T: Send`).
     ///
@@ -387,16 +458,33 @@ impl<T> Producer<T> {
             }
             false
         });
+        if self.shared.lane_push.is_some() {
+            removed += self
+                .shared
+                .home
+                .registry
+                .walk(|meta| pred(&ItemInfo::of_meta(meta)));
+        }
         removed
     }
 
     /// Whether any pending item matches `pred`.
     pub fn any(&self, mut pred: impl FnMut(&ItemInfo) -> bool) -> bool {
-        self.walk(|node| {
+        if self.walk(|node| {
             // SAFETY: `walk` hands out live nodes only.
             let n = unsafe { &*node };
             n.is_queued() && pred(&ItemInfo::of(n))
-        })
+        }) {
+            return true;
+        }
+        let mut found = false;
+        if self.shared.lane_push.is_some() {
+            self.shared.home.registry.walk(|meta| {
+                found = found || pred(&ItemInfo::of_meta(meta));
+                false
+            });
+        }
+        found
     }
 
     /// Visits nodes from newest to oldest until `f` returns true.

@@ -335,16 +335,43 @@ impl<T> Lanes<T> {
     /// head with an RMW. Whether anything is there to pop (a new lane
     /// counts as found only if it holds a published item).
     pub(crate) fn any_latest(&mut self, reg: &Registry<T>) -> bool {
+        self.any_latest_within(reg, &|_, _| true)
+    }
+
+    /// As [`any_latest`](Self::any_latest), where a queued head counts
+    /// only if `allowed` lets it out (given its lane's class and its
+    /// `(when, number)`): a head a sync barrier holds is not work.
+    pub(crate) fn any_latest_within(
+        &mut self,
+        reg: &Registry<T>,
+        allowed: &impl Fn(u8, (u64, u64)) -> bool,
+    ) -> bool {
         self.adopt(reg, true);
         for i in 0..self.list.len() {
-            if matches!(
-                self.head(reg, i, true),
-                Some(Head::Queued(..) | Head::Dead(_))
-            ) {
-                return true;
+            match self.head(reg, i, true) {
+                Some(Head::Dead(_)) => return true,
+                Some(Head::Queued(word, meta))
+                    if allowed(self.class(i), (meta.when, lane::number(word))) =>
+                {
+                    return true
+                }
+                _ => {}
             }
         }
         false
+    }
+
+    /// Lends every queued item of every adopted lane (up to push number
+    /// `until`), giving `f` its class, key, number and slot
+    /// ([`Reader::lend_queued`]); every slot given must be unlent
+    /// ([`lane::unlend`]) before the lanes are read again.
+    pub(crate) fn lend_queued(&self, until: u64, mut f: impl FnMut(u8, &Meta, u64, lane::Lent<T>)) {
+        for a in &self.list {
+            if let Some(r) = &a.reader {
+                let class = r.lane().class();
+                r.lend_queued(until, |m, n, l| f(class, m, n, l));
+            }
+        }
     }
 
     /// After a close: takes every item left in every lane (lane by lane,
@@ -361,7 +388,7 @@ impl<T> Lanes<T> {
         &mut self,
         reg: &Registry<T>,
         mut item: impl FnMut(Meta, u64, T),
-        mut dead: impl FnMut(T),
+        mut dead: impl FnMut(lane::Removed<T>),
     ) {
         self.adopt(reg, true);
         for i in 0..self.list.len() {
@@ -476,9 +503,9 @@ impl<T> Drop for Lanes<T> {
 }
 
 /// Steps over lane `i`'s dead head, its payload (if removed) to `dead`.
-fn dead_head<T>(lanes: &mut Lanes<T>, i: usize, dead: &mut impl FnMut(T)) {
+fn dead_head<T>(lanes: &mut Lanes<T>, i: usize, dead: &mut impl FnMut(lane::Removed<T>)) {
     if let Some(r) = lanes.step_over(i) {
-        dead(r.payload);
+        dead(r);
     }
 }
 

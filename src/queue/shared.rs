@@ -33,12 +33,21 @@
 use std::ptr;
 
 use super::gate::Gate;
-use super::node::{Node, PAYLOAD_GONE, RETIRED};
+use super::lane::Outcome;
+use super::local::LaneHome;
+use super::node::{Meta, Node, PAYLOAD_GONE, RETIRED};
 use super::wait::WaitWord;
-use crate::sync::{AtomicPtr, Ordering, UnsafeCell};
+use crate::sync::{Arc, AtomicPtr, Ordering, UnsafeCell};
 use crate::util::CachePadded;
 
 pub(crate) const CLOSED: usize = 1;
+
+/// The push onto this thread's lane (`docs/lanes.md`): given the item,
+/// its key, its lane's class and whether its `when` is the pusher's clock
+/// now; `Err` with the item if no lane takes it (the caller pushes on the
+/// stack). Only made for `T: Send + 'static` ([`Shared::with_lanes`]): a
+/// thread's entry for its lane outlives any borrow the payload could hold.
+pub(crate) type LanePush<T> = fn(&Arc<Shared<T>>, T, Meta, u8, bool) -> Result<Outcome<T>, T>;
 
 /// Each shared word sits on a line of its own (`CachePadded`): a CAS on
 /// `top` by a producer does not take the line of the wait word the consumer
@@ -53,7 +62,20 @@ pub(crate) struct Shared<T> {
     /// Retired nodes the consumer handed over when it was dropped, freed with
     /// the last reference (walkers may still stand on them until then).
     pub(crate) orphans: UnsafeCell<Vec<*mut Node<T>>>,
+    /// The push counter (its bit 63 is CLOSED, set before `top`'s) and the
+    /// registry of lanes.
+    pub(crate) home: LaneHome<T>,
+    /// Set when lanes are on: every push but a front one is numbered from
+    /// `home.order`, and due-now pushes without a ticket take a lane.
+    pub(crate) lane_push: Option<LanePush<T>>,
 }
+
+// SAFETY: producers, tickets, walkers and the consumer share this through
+// an `Arc`, each by the protocols above (atomics, and `orphans` written
+// once by the dropped consumer and read in `drop`); payloads are `T: Send`.
+unsafe impl<T: Send> Send for Shared<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Shared<T> {}
 
 impl<T> Shared<T> {
     pub(crate) fn new() -> Shared<T> {
@@ -64,6 +86,8 @@ impl<T> Shared<T> {
             wait: CachePadded(WaitWord::new()),
             gate: CachePadded(Gate::new()),
             orphans: UnsafeCell::new(Vec::new()),
+            home: LaneHome::new(),
+            lane_push: None,
         }
     }
 
@@ -85,6 +109,23 @@ impl<T> Shared<T> {
                 Err(actual) => top = actual,
             }
         }
+    }
+
+    /// Takes the next push number for an unpublished node and keeps it in
+    /// the node's `prev` (the consumer's once swept) for the sweep;
+    /// `false` if the push counter says closed (or the numbers ran out).
+    pub(crate) fn number(&self, node: *mut Node<T>) -> bool {
+        let n = self.home.order.fetch_add(1, Ordering::AcqRel);
+        if n & super::lane::CLOSED != 0 || n >= super::lane::MAX_NUMBER {
+            return false;
+        }
+        // SAFETY: the node is not published yet; this thread owns it.
+        unsafe {
+            (*node)
+                .prev
+                .with_mut(|p| *p = ptr::without_provenance_mut(n as usize))
+        };
+        true
     }
 
     /// The newest node, without the CLOSED bit.
@@ -129,8 +170,12 @@ impl<T> Shared<T> {
         }
     }
 
-    /// Sets the CLOSED bit; returns whether this call set it.
+    /// Sets the CLOSED bit, on the push counter first and then on `top`;
+    /// returns whether this call set `top`'s.
     pub(crate) fn close(&self) -> bool {
+        self.home
+            .order
+            .fetch_or(super::lane::CLOSED, Ordering::AcqRel);
         let mut cur = self.top.load(Ordering::Acquire);
         loop {
             if cur.addr() & CLOSED != 0 {
@@ -147,8 +192,9 @@ impl<T> Shared<T> {
         }
     }
 
+    /// Whether the queue was closed (the push counter's bit, set first).
     pub(crate) fn is_closed(&self) -> bool {
-        self.top.load(Ordering::Acquire).addr() & CLOSED != 0
+        self.home.is_closed()
     }
 
     /// Pushes `node` on the free list.
@@ -176,6 +222,55 @@ impl<T> Shared<T> {
                 Err(actual) => head = actual,
             }
         }
+    }
+}
+
+impl<T: Send + 'static> Shared<T> {
+    /// A shared part whose due-now pushes take their thread's lane
+    /// (`docs/lanes.md`). Under loom and shuttle, whose threads the
+    /// thread-local lookup of a lane cannot follow, the same as [`new`].
+    ///
+    /// [`new`]: Shared::new
+    pub(crate) fn with_lanes() -> Shared<T> {
+        #[allow(unused_mut)]
+        let mut s = Shared::new();
+        #[cfg(not(any(loom, shuttle)))]
+        {
+            s.lane_push = Some(lane_push::<T>);
+        }
+        s
+    }
+}
+
+/// [`LanePush`] for a `'static` payload: the thread's writer for the queue
+/// and class, if it accepts a push due at `meta.when`.
+#[cfg(not(any(loom, shuttle)))]
+fn lane_push<T: Send + 'static>(
+    shared: &Arc<Shared<T>>,
+    item: T,
+    meta: Meta,
+    class: u8,
+    due_now: bool,
+) -> Result<Outcome<T>, T> {
+    let mut item = Some(item);
+    let out = super::local::with_writer(shared, class, |w| {
+        if !w.accepts(meta.when, due_now) {
+            return None;
+        }
+        let item = item.take().expect("taken once");
+        Some(w.push(&shared.home.order, item, meta))
+    })
+    .flatten();
+    match out {
+        Some(outcome) => Ok(outcome),
+        None => Err(item.take().expect("not pushed")),
+    }
+}
+
+#[cfg(not(any(loom, shuttle)))]
+impl<T: Send> super::local::HasLanes<T> for Shared<T> {
+    fn home(&self) -> &LaneHome<T> {
+        &self.home
     }
 }
 

@@ -53,6 +53,11 @@ const NO_DEADLINE: u64 = FIELD;
 pub(crate) enum WakeKind {
     /// Held by sync barriers.
     Sync,
+    /// Held by sync barriers, numbered at push time (a queue with lanes):
+    /// numbered before a barrier but published after the consumer slept
+    /// behind it, it sorts before the barrier at the barrier's time, so
+    /// one due then wakes (at most one spurious wake per sleep).
+    SyncNumbered,
     /// Passes barriers (async), or goes before them (a front push).
     Passes,
 }
@@ -100,8 +105,14 @@ impl WaitWord {
     pub(crate) fn needs_wake(&self, when: u64, kind: WakeKind) -> bool {
         self.wake_if(|word| {
             let field = word & FIELD;
-            if word & HELD != 0 && kind == WakeKind::Passes {
-                return true;
+            if word & HELD != 0 {
+                // An item that passes the barrier is due whatever its time;
+                // a numbered sync one may sort before it at its time.
+                return match kind {
+                    WakeKind::Passes => true,
+                    WakeKind::Sync => when < field,
+                    WakeKind::SyncNumbered => when <= field,
+                };
             }
             field == NO_DEADLINE || when < field
         })

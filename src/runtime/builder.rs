@@ -236,7 +236,7 @@ impl Builder {
     /// (for example when the process is out of file descriptors).
     pub fn build(self) -> io::Result<Looper> {
         let (parker, waker) = Parker::new()?;
-        let mut queue = DeliQueue::new();
+        let mut queue = DeliQueue::with_lanes();
         queue.set_counted(MESSAGE);
         let flood = self
             .watermarks

@@ -76,7 +76,8 @@ fn schedule_with(remote: Share<Remote>, local: bool) -> impl Fn(Runnable) + Send
 }
 
 /// A wake: on the loop thread, straight into the local lane (no atomics);
-/// from elsewhere, one push onto the queue, due now.
+/// from elsewhere, one push onto the queue, due now (the waking thread's
+/// lane: `docs/lanes.md`).
 fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
     let mut slot = Some(runnable);
     if context::with_core(remote.id, |core| core.schedule_local(slot.take())).is_some() {
@@ -85,7 +86,9 @@ fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
     let Some(runnable) = slot else { return };
     if let Err(closed) = remote.push(
         Entry::Task(runnable),
-        Push::at(remote.now_ticks()).flags(INTERNAL).asynchronous(),
+        Push::due_now(remote.now_ticks())
+            .flags(INTERNAL)
+            .asynchronous(),
     ) {
         let Entry::Task(runnable) = closed.into_inner() else {
             unreachable!()
