@@ -580,7 +580,14 @@ fn registry_lanes(producers: usize, m: u64) -> f64 {
 }
 
 fn queue(producers: usize, m: u64) -> f64 {
-    let mut q = DeliQueue::<u64>::new();
+    queue_of(DeliQueue::<u64>::new(), producers, m)
+}
+
+fn queue_with_lanes(producers: usize, m: u64) -> f64 {
+    queue_of(DeliQueue::<u64>::with_lanes(), producers, m)
+}
+
+fn queue_of(mut q: DeliQueue<u64>, producers: usize, m: u64) -> f64 {
     let ps: Vec<_> = (0..producers)
         .map(|_| {
             let p = q.producer();
@@ -715,6 +722,7 @@ fn main() {
         ("crossbeam unbounded", crossbeam),
         ("lanes (experiment)", lanes),
         ("deliloop queue", queue),
+        ("deliloop queue with lanes", queue_with_lanes),
     ];
     #[cfg(feature = "internals")]
     imps.push(("lane (src/queue/lane.rs)", built_lanes));

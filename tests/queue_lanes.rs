@@ -13,3 +13,210 @@ const LANES: bool = true;
 mod common;
 
 include!("common/queue_body.rs");
+
+// What only a queue with lanes has: two structures (a thread's lane, the
+// stack) read as one `(when, seq)` order.
+
+mod lanes_only {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::thread;
+
+    use deliloop::queue::{DeliQueue, Push};
+
+    use super::common::Counted;
+
+    fn pop_all<T>(q: &mut DeliQueue<T>, now: u64) -> Vec<T> {
+        std::iter::from_fn(|| q.pop_due(now).map(|e| e.item)).collect()
+    }
+
+    #[test]
+    fn one_threads_pushes_keep_their_order_across_its_lane_and_the_stack() {
+        let mut q = DeliQueue::with_lanes();
+        let p = q.producer();
+        let mut tickets = Vec::new();
+        for i in 0..200u32 {
+            if i % 3 == 0 {
+                // A ticket sends the push to the stack.
+                tickets.push(p.push_cancellable(i, Push::at(0)).unwrap().0);
+            } else {
+                let _ = p.push(i, 0).unwrap();
+            }
+        }
+        let _ = p.push_front(1_000).unwrap();
+        let got = pop_all(&mut q, 0);
+        let want: Vec<u32> = std::iter::once(1_000).chain(0..200).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn pushes_ordered_across_threads_come_out_in_that_order() {
+        for lane_first in [true, false] {
+            let mut q = DeliQueue::with_lanes();
+            let (a, b) = (q.producer(), q.producer());
+            // Thread A pushes, then thread B (after A's join) pushes: the
+            // first push happens before the second, on either structure.
+            thread::spawn(move || {
+                if lane_first {
+                    let _ = a.push_with("first", Push::due_now(5)).unwrap();
+                } else {
+                    let _ = a.push_cancellable("first", Push::at(5)).unwrap();
+                }
+            })
+            .join()
+            .unwrap();
+            thread::spawn(move || {
+                if lane_first {
+                    let _ = b.push_cancellable("second", Push::at(5)).unwrap();
+                } else {
+                    let _ = b.push_with("second", Push::due_now(5)).unwrap();
+                }
+            })
+            .join()
+            .unwrap();
+            assert_eq!(
+                pop_all(&mut q, 5),
+                ["first", "second"],
+                "lane first: {lane_first}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_threads_items_come_out_once_and_in_its_order() {
+        const THREADS: usize = 4;
+        let per = if cfg!(miri) { 100 } else { 20_000 };
+        let mut q = DeliQueue::with_lanes();
+        let producers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let p = q.producer();
+                thread::spawn(move || {
+                    let mut tickets = Vec::new();
+                    for i in 0..per {
+                        let item = (t, i);
+                        if i % 5 == 0 {
+                            tickets.push(p.push_cancellable(item, Push::at(0)).unwrap().0);
+                        } else {
+                            let _ = p.push(item, 0).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut next = [0usize; THREADS];
+        let mut got = 0;
+        while got < THREADS * per {
+            q.maintain();
+            while let Some(e) = q.pop_swept(0) {
+                let (t, i) = e.item;
+                assert_eq!(i, next[t], "thread {t}'s items in order, each once");
+                next[t] += 1;
+                got += 1;
+            }
+            std::hint::spin_loop();
+        }
+        producers.into_iter().for_each(|h| h.join().unwrap());
+        assert!(q.pop_due(u64::MAX).is_none());
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn a_barrier_holds_sync_lane_items_and_lets_async_ones_pass() {
+        let mut q = DeliQueue::with_lanes();
+        let p = q.producer();
+        let (barrier, _) = p.push_barrier("barrier", 5, 0).unwrap();
+        let _ = p.push_with("held", Push::due_now(6)).unwrap();
+        let _ = p
+            .push_with("passes", Push::due_now(7).asynchronous())
+            .unwrap();
+        assert_eq!(pop_all(&mut q, 10), ["passes"]);
+        assert!(q.prepare_sleep(None), "a held lane item is not work");
+        q.wake();
+        assert!(barrier.cancel());
+        let _ = p.nudge();
+        assert_eq!(pop_all(&mut q, 10), ["held"]);
+    }
+
+    #[test]
+    fn a_lane_push_wakes_a_sleeping_consumer_once() {
+        let mut q = DeliQueue::<u32>::with_lanes();
+        let p = q.producer();
+        assert!(q.prepare_sleep(None));
+        let wakes = thread::spawn(move || {
+            let first = p.push_with(1, Push::due_now(3)).unwrap().wake;
+            let second = p.push_with(2, Push::due_now(3)).unwrap().wake;
+            (first, second)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(wakes, (true, false));
+        q.wake();
+        assert!(!q.prepare_sleep(None), "the lane holds work");
+        q.wake();
+        assert_eq!(pop_all(&mut q, 3), [1, 2]);
+        assert!(q.prepare_sleep(Some(100)), "nothing left");
+    }
+
+    #[test]
+    fn after_close_lane_pushes_hand_back_and_drain_returns_what_was_accepted() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut q = DeliQueue::with_lanes();
+        let p = q.producer();
+        for _ in 0..100 {
+            let _ = p.push(Counted(drops.clone()), 0).unwrap();
+        }
+        let _ = p.push(Counted(drops.clone()), 50).unwrap(); // the stack
+        q.close();
+        let back = p.push(Counted(drops.clone()), 0).unwrap_err().into_inner();
+        drop(back);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        let drained = q.drain();
+        assert_eq!(drained.len(), 101);
+        assert_eq!(drained.last().map(|e| e.when), Some(50), "in order");
+        drop(drained);
+        assert_eq!(drops.load(Ordering::SeqCst), 102);
+    }
+
+    #[test]
+    fn a_thread_that_exited_leaves_its_items_and_its_lane_goes() {
+        let mut q = DeliQueue::with_lanes();
+        for round in 0..3u32 {
+            let p = q.producer();
+            thread::spawn(move || {
+                for i in 0..150 {
+                    let _ = p.push(round * 1_000 + i, 0).unwrap();
+                }
+            })
+            .join()
+            .unwrap();
+            let got = pop_all(&mut q, 0);
+            let want: Vec<u32> = (0..150).map(|i| round * 1_000 + i).collect();
+            assert_eq!(got, want);
+        }
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn walkers_and_for_each_pending_see_lane_items() {
+        let mut q = DeliQueue::with_lanes();
+        q.set_counted(1);
+        let p = q.producer();
+        for i in 0..10u64 {
+            let _ = p.push_with(i, Push::due_now(0).tag(i).flags(1)).unwrap();
+        }
+        assert!(p.any(|info| info.tag() == Some(7)));
+        assert_eq!(
+            p.remove_where(|info| info.tag().is_some_and(|t| t % 2 == 1)),
+            5
+        );
+        assert!(!p.any(|info| info.tag() == Some(7)));
+        assert_eq!(q.len(), 5);
+        let mut seen = Vec::new();
+        q.for_each_pending(|info, item| seen.push((info.tag(), *item)));
+        let want: Vec<_> = (0..10).step_by(2).map(|i| (Some(i), i)).collect();
+        assert_eq!(seen, want);
+        assert_eq!(pop_all(&mut q, 0), [0, 2, 4, 6, 8]);
+        let c = q.counts();
+        assert_eq!((c.accepted, c.removed, c.cancelled), (10, 5, 0));
+    }
+}

@@ -69,7 +69,7 @@ fn imps(producers: usize, m: usize, blocking: bool) -> Vec<Imp<'static>> {
     let total = producers * m;
     let mut v = vec![
         Imp::new("deliloop queue (DeliQueue)", Kind::Ours, move || {
-            let mut q = DeliQueue::new();
+            let mut q = DeliQueue::with_lanes();
             let p = q.producer();
             timed(
                 producers,
