@@ -65,7 +65,10 @@ pub struct Popped<T> {
 /// Producers ([`Producer`], from [`DeliQueue::producer`]) push from any thread
 /// with one CAS. The consumer, which owns this value, sweeps new items into a
 /// min-heap ordered by `(when, seq)`, where `seq` is arrival order, so items
-/// due at the same time come out first-in first-out.
+/// due at the same time come out first-in first-out. A queue made with
+/// [`with_lanes`](Self::with_lanes) numbers pushes as they start instead,
+/// and its due-now pushes take their thread's lane: the same order, a
+/// cheaper push.
 ///
 /// `DeliQueue` is `Send` but not `Sync`: exactly one thread consumes.
 ///
@@ -126,8 +129,6 @@ pub struct DeliQueue<T> {
     numbered: bool,
     /// The sweep's scratch: the push numbers of the nodes walked down.
     numbers: Vec<i64>,
-    /// The push counter as the last maintain read it, for `has_new`.
-    order_seen: u64,
 }
 
 /// What happened to the items whose user flags intersect the mask given to
@@ -169,7 +170,8 @@ impl<T> Default for DeliQueue<T> {
 impl<T> DeliQueue<T> {
     /// An empty, open queue. Every push goes through the stack; for
     /// payloads that are `Send + 'static`, [`with_lanes`](Self::with_lanes)
-    /// makes the common push cheaper.
+    /// makes due-now pushes without a ticket cheaper (and every other push
+    /// takes one more atomic RMW, its number).
     pub fn new() -> DeliQueue<T> {
         DeliQueue::of(Shared::new())
     }
@@ -197,7 +199,6 @@ impl<T> DeliQueue<T> {
             lanes: Lanes::new(),
             numbered,
             numbers: Vec::new(),
-            order_seen: 0,
         }
     }
 
@@ -216,7 +217,9 @@ impl<T> DeliQueue<T> {
 
     /// Like [`pop_due`](Self::pop_due) without looking for new pushes or
     /// cancellations first: for draining a batch after one
-    /// [`maintain`](Self::maintain).
+    /// [`maintain`](Self::maintain). (With lanes, it reads the lanes' heads
+    /// as they are, and before it takes a lane item it sweeps pushes that
+    /// reached the stack since, if any: one of them may come first.)
     ///
     /// While the earliest pending sync entry is a sync barrier
     /// ([`Producer::push_barrier`]), only asynchronous items
@@ -224,6 +227,14 @@ impl<T> DeliQueue<T> {
     #[inline]
     pub fn pop_swept(&mut self, now: u64) -> Option<Popped<T>> {
         if self.lanes.slots() > 0 {
+            if self.sync.is_empty() && self.asyn.is_empty() {
+                // Only lanes hold items (no barrier either: it would be in
+                // `sync`): the common case of a busy loop fed by threads.
+                let p = self.lane_pick(None)?;
+                if let Ok(popped) = self.take_lane_pick(p, now) {
+                    return Some(popped);
+                }
+            }
             return self.pop_with_lanes(now);
         }
         if self.barriers == 0 {
@@ -266,8 +277,18 @@ impl<T> DeliQueue<T> {
     /// moved since the sweep, sweep again, and if that brought an item
     /// before the pick, pick again (each round needs an item with a
     /// smaller key than the last round's).
+    #[inline(never)]
     fn pop_with_lanes(&mut self, now: u64) -> Option<Popped<T>> {
         loop {
+            if self.sync.is_empty() && self.asyn.is_empty() {
+                // Only lanes (no barrier either: it would be in `sync`).
+                let p = self.lane_pick(None)?;
+                match self.take_lane_pick(p, now) {
+                    Ok(popped) => return Some(popped),
+                    Err(false) => return None,
+                    Err(true) => continue,
+                }
+            }
             let (sync, held) = self.sync_head_and_barrier();
             let heap = earlier(sync, self.asyn.peek());
             let p = self.lane_pick(held);
@@ -288,32 +309,56 @@ impl<T> DeliQueue<T> {
                 }
             }
             let p = p.expect("the lane's pick came first");
-            if p.meta.when > now {
-                return None;
-            }
-            if self.shared.top() != self.marker {
-                let lower = self.sweep().is_some_and(|k| (k.when, k.seq) < pick_key(&p));
-                self.lanes.adopt(&self.shared.home.registry, false);
-                if lower {
-                    continue;
-                }
-            }
-            if let Some(item) = pick::take(&mut self.lanes, p) {
-                self.counts.accepted += u64::from(p.meta.flags & self.counted != 0);
-                let info = ItemInfo::of_meta(&p.meta);
-                return Some(Popped {
-                    item,
-                    when: info.when,
-                    info,
-                });
+            match self.take_lane_pick(p, now) {
+                Ok(popped) => return Some(popped),
+                Err(false) => return None,
+                Err(true) => continue,
             }
         }
+    }
+
+    /// Takes the lanes' pick `p` if it is due by `now` and comes before
+    /// everything on the heaps (the caller checked) and on the stack (the
+    /// stack's part of step 2, here). `Err(true)`: pick again (the sweep
+    /// brought an item before it, or a canceller, walker or recalling
+    /// pusher took it first); `Err(false)`: nothing is due.
+    #[inline(always)]
+    fn take_lane_pick(&mut self, p: Pick, now: u64) -> Result<Popped<T>, bool> {
+        if p.meta.when > now {
+            return Err(false);
+        }
+        if self.shared.top() != self.marker
+            && self.sweep().is_some_and(|k| (k.when, k.seq) < pick_key(&p))
+        {
+            // The sweep brought an item before `p`: pick again if that item
+            // (or anything else on the heaps) may come out before `p`, or a
+            // barrier it brought now holds `p`. Items a barrier holds do
+            // not count, so pushes behind a barrier cannot keep `p` from
+            // coming out.
+            self.lanes.adopt(&self.shared.home.registry, false);
+            let (sync, held) = self.sync_head_and_barrier();
+            let heap_first = earlier(sync, self.asyn.peek())
+                .is_some_and(|(k, ..)| (k.when, k.seq) < pick_key(&p));
+            let now_held = self.lanes.class(p.lane) != ASYNC_LANE
+                && held.is_some_and(|b| (b.when, b.seq) < pick_key(&p));
+            if heap_first || now_held {
+                return Err(true);
+            }
+        }
+        let item = pick::take(&mut self.lanes, p).ok_or(true)?;
+        self.counts.accepted += u64::from(p.meta.flags & self.counted != 0);
+        let info = ItemInfo::of_meta(&p.meta);
+        Ok(Popped {
+            item,
+            when: info.when,
+            info,
+        })
     }
 
     /// The lanes' pick (`pick.rs`), holding back sync lanes' items from
     /// the key of the barrier that holds the sync class, if one does.
     /// Removed items met on the way are counted and dropped later.
-    #[inline]
+    #[inline(always)]
     fn lane_pick(&mut self, held: Option<Key>) -> Option<Pick> {
         if self.lanes.slots() == 0 {
             return None;
@@ -397,7 +442,8 @@ impl<T> DeliQueue<T> {
         self.peek_deadline()
     }
 
-    /// [`next_deadline`](Self::next_deadline) without looking for new pushes.
+    /// [`next_deadline`](Self::next_deadline) without sweeping new pushes
+    /// (lanes' heads are read as they are).
     pub fn peek_deadline(&mut self) -> Option<u64> {
         let heap = loop {
             let Some((key, node, slot)) = self.peek_entry(true) else {
@@ -439,14 +485,21 @@ impl<T> DeliQueue<T> {
         self.len() == 0
     }
 
-    /// Whether a push arrived since the last sweep. Cheap: one load.
+    /// Whether a push arrived since the last sweep (or, on a queue with
+    /// lanes, a lane's next item looks published). Cheap: loads only, one
+    /// per lane. A hint: [`prepare_sleep`](Self::prepare_sleep) is the
+    /// check that misses nothing.
     pub fn has_new(&self) -> bool {
         self.shared.top() != self.marker
-            || (self.numbered && self.shared.home.order.load(Ordering::Relaxed) != self.order_seen)
+            || (self.numbered
+                && self
+                    .lanes
+                    .looks_busy(&self.shared.home.registry, self.barriers == 0))
     }
 
     /// Closes the queue: from now on every push fails and hands its item
-    /// back. Everything accepted before stays and comes back from
+    /// back (a push already under way may still be accepted, and then
+    /// drained). Everything accepted before stays and comes back from
     /// [`drain`](Self::drain) or [`pop_due`](Self::pop_due). Idempotent.
     pub fn close(&mut self) {
         self.shared.close();
@@ -583,10 +636,6 @@ impl<T> DeliQueue<T> {
     /// due by `now` take an O(1) path instead of the heap.
     pub fn maintain_at(&mut self, now: u64) {
         self.horizon = self.horizon.max(now);
-        if self.numbered {
-            // Before the sweep: a number taken after this shows in `has_new`.
-            self.order_seen = self.shared.home.order.load(Ordering::Relaxed);
-        }
         // Look before the swap: an empty free list costs a load, not an RMW
         // on a line cancellers write. (A cancel that lands after the load
         // is seen by the next maintain; `prepare_sleep` re-reads `free`
@@ -656,7 +705,9 @@ impl<T> DeliQueue<T> {
     /// Counts, in [`counts`](Self::counts), the items pushed with any of the
     /// user `flags` ([`Push::flags`](super::Push::flags)): how many were
     /// accepted, cancelled by ticket, removed by predicate. Set it before
-    /// the first push to count them all.
+    /// the first push to count them all. Items on the stack are counted as
+    /// they are swept; items on a lane ([`with_lanes`](Self::with_lanes))
+    /// when the consumer reaches them (taken, stepped over, drained).
     ///
     /// ```
     /// use deliloop::queue::{DeliQueue, Push};
@@ -701,7 +752,10 @@ impl<T> DeliQueue<T> {
         // close) while `f` reads them; the guard ends every lend, even if
         // `f` panics.
         let mut lent = Unlend(Vec::new());
-        let until = self.order_now();
+        let order = self.shared.home.order.load(Ordering::Acquire);
+        // After a close, items still on lanes are not lent: their pushers
+        // may be taking them back (a drain returns what stays).
+        let until = if order & lane::CLOSED != 0 { 0 } else { order };
         self.lanes.lend_queued(until, |_, meta, n, slot| {
             lent.0.push(slot);
             let key = Key {

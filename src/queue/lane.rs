@@ -102,7 +102,10 @@ pub(crate) const DROPPED: u64 = 6;
 
 /// The consumer lends the slot's payload (`DeliQueue::for_each_pending`):
 /// its pusher's recall, a CAS from the word it published, fails while this
-/// is set, so the payload stays where it is. A walker's CAS keeps the bit.
+/// is set (the push then counts as accepted), so the payload stays where it
+/// is. Walkers and tickets retry their CAS when only this bit changed, and
+/// keep it; the consumer lends only while the queue is open, so a recall
+/// that fails on it is of an item a later drain still finds.
 pub(crate) const LENT: u64 = 1 << 63;
 
 // The state word's layout: life in bits 0-2, HAS_FLAGS in bit 3, the
@@ -618,7 +621,7 @@ impl<T> Writer<T> {
                 let now = unsafe { Block::slot(block, idx) }
                     .state
                     .load(Ordering::Relaxed);
-                let word = (now & !LIFE) | QUEUED;
+                let word = (now & !(LIFE | LENT)) | QUEUED;
                 check!(number(word) == n);
                 Ok(Ticket {
                     block,
@@ -744,16 +747,27 @@ impl<T> Ticket<T> {
     /// it); whether this call did. False once it was taken, removed,
     /// recalled or its slot reused.
     pub(crate) fn cancel(&self) -> bool {
-        let cancelled = (self.word & !LIFE) | CANCELLED;
-        self.slot()
-            .state
-            .compare_exchange(self.word, cancelled, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
+        // The item may be lent (LENT set or cleared under us): try the
+        // word with and without the bit, keeping it as found.
+        let mut expect = self.word;
+        loop {
+            let cancelled = (expect & !LIFE) | CANCELLED;
+            match self.slot().state.compare_exchange(
+                expect,
+                cancelled,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(actual) if actual & !LENT == self.word => expect = actual,
+                Err(_) => return false,
+            }
+        }
     }
 
     /// Whether the item is still queued.
     pub(crate) fn is_pending(&self) -> bool {
-        self.slot().state.load(Ordering::Acquire) == self.word
+        self.slot().state.load(Ordering::Acquire) & !LENT == self.word
     }
 
     /// The item's key, as it was pushed.
@@ -1009,6 +1023,23 @@ impl<T> Reader<T> {
         }
     }
 
+    /// Whether the reader's next slot looks published (a load, no RMW; a
+    /// linked next block at a block's end counts): a cheap hint of new
+    /// work, for `DeliQueue::has_new`.
+    pub(crate) fn looks_published(&self) -> bool {
+        if self.block.is_null() {
+            return false;
+        }
+        if self.idx < SLOTS {
+            // SAFETY: the reader's block is live.
+            let slot = unsafe { Block::slot(self.block, self.idx) };
+            slot.state.load(Ordering::Relaxed) != EMPTY
+        } else {
+            // SAFETY: as above.
+            !unsafe { (*self.block).next.load(Ordering::Relaxed) }.is_null()
+        }
+    }
+
     /// Lends every queued item from the reader's slot on (bounded as
     /// [`for_each_queued`](Self::for_each_queued)): sets LENT on its state
     /// (a CAS from the QUEUED word, so its pusher's recall, a CAS from the
@@ -1145,17 +1176,7 @@ pub(crate) unsafe fn walk<T>(
                     // SAFETY: `b` is live (the contract) and `w` is the
                     // Acquire read of the slot's published state.
                     let meta = unsafe { Block::read_meta(b, i, w) };
-                    if f(&meta)
-                        && slot
-                            .state
-                            .compare_exchange(
-                                w,
-                                (w & !LIFE) | WALKED,
-                                Ordering::AcqRel,
-                                Ordering::Relaxed,
-                            )
-                            .is_ok()
-                    {
+                    if f(&meta) && remove_walked(&slot.state, w) {
                         removed += 1;
                     }
                 }
@@ -1168,6 +1189,20 @@ pub(crate) unsafe fn walk<T>(
         b = unsafe { (*b).next.load(Ordering::Acquire) };
     }
     removed
+}
+
+/// A walker's removal of a queued item whose state it read as `w`: a CAS
+/// to WALKED, tried again while only the LENT bit changed under it (the
+/// consumer lending or unlending the payload), so a lend never makes a walk
+/// miss an item that stayed queued.
+fn remove_walked(state: &AtomicU64, mut w: u64) -> bool {
+    loop {
+        match state.compare_exchange(w, (w & !LIFE) | WALKED, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(actual) if actual ^ w == LENT => w = actual,
+            Err(_) => return false,
+        }
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -18,8 +18,8 @@
 //! destructor during thread exit) returns `None`: the caller pushes on the
 //! stack instead.
 
+use crate::sync::Arc;
 use std::cell::RefCell;
-use std::sync::Arc;
 
 use super::lane::{Lane, Writer, CLOSED};
 use super::registry::Registry;
@@ -102,13 +102,30 @@ struct Local {
     hint: usize,
 }
 
-thread_local! {
+#[cfg(not(any(loom, shuttle)))]
+std::thread_local! {
     static LANES: RefCell<Local> = const {
         RefCell::new(Local {
             entries: Vec::new(),
             hint: 0,
         })
     };
+}
+// Loom and shuttle run their threads on one OS thread (or in a model of
+// their own): their thread-locals are the model's threads'.
+#[cfg(all(shuttle, not(loom)))]
+shuttle::thread_local! {
+    static LANES: RefCell<Local> = RefCell::new(Local {
+        entries: Vec::new(),
+        hint: 0,
+    });
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static LANES: RefCell<Local> = RefCell::new(Local {
+        entries: Vec::new(),
+        hint: 0,
+    });
 }
 
 /// Calls `f` with this thread's writer for `owner`'s queue and `class`,

@@ -4,7 +4,8 @@
 //!
 //! # Design
 //!
-//! Two structures with one owner each (after Android 17's `MessageQueue`):
+//! Two structures with one owner each (after Android 17's `MessageQueue`),
+//! and, on a queue made with [`DeliQueue::with_lanes`], a third (below):
 //!
 //! 1. **A Treiber stack** (`shared.rs`) that any thread pushes onto with one
 //!    CAS. Producers never dereference other nodes and never pop, so a push
@@ -20,6 +21,25 @@
 //! next `seq` and inserting it into the heap. So `seq` is arrival order and
 //! FIFO among equal `when` needs no shared counter. Front pushes get
 //! `when = 0` and a decreasing negative `seq`: LIFO among themselves.
+//!
+//! **Lanes** (`docs/lanes.md`; `lane.rs`, `registry.rs`, `local.rs`,
+//! `pick.rs`). With lanes on, every push but a front one takes a *push
+//! number* from one shared counter (`order`, whose bit 63 is CLOSED), and
+//! that number is its `seq`: a stack node carries it in `prev` until it is
+//! swept. A push due now without a ticket (not front, not a barrier) goes
+//! instead to its thread's *lane*: blocks of slots only that thread
+//! writes, published by one swap per slot and read by the consumer in
+//! order. The consumer's pop takes the least of the heaps' heads and the
+//! lanes' heads (`pick.rs` re-reads lanes it found empty, so it never
+//! takes an item before one pushed before it with a smaller key), and
+//! before it takes a lane item it looks at `top` again and sweeps if it
+//! moved: a stack push numbered before the lane item is then seen. The
+//! sleep check reads every lane head with an RMW, `close` sets `order`'s
+//! bit before `top`'s (a lane pusher that sees it after publishing takes
+//! its item back, unless a drain claimed it), walkers walk the lanes too,
+//! and `for_each_pending` lends lane payloads with a bit in the slot's
+//! state that makes a recall fail meanwhile. Only `T: Send + 'static`
+//! payloads may take a lane: a thread's lane outlives any borrow.
 //!
 //! **Sync barriers** (`class.rs`). The consumer keeps two classes of entries,
 //! each a heap plus a lane of already-due entries: *sync* entries and
@@ -63,7 +83,7 @@
 //!
 //! **Closing.** Bit 0 of the top pointer: after [`DeliQueue::close`] every
 //! push fails with [`Closed`] holding its item, and everything accepted
-//! before is in the heap, for [`DeliQueue::drain`].
+//! before is in the heap or on a lane, for [`DeliQueue::drain`].
 //!
 //! # Who writes what
 //!
@@ -79,7 +99,10 @@
 //! | node `state` | anyone, by CAS / RMW (`node.rs`) |
 //! | node `next` | its producer before publishing; afterwards the consumer only (unlinking a neighbour) |
 //! | node `free_next` | the one thread pushing it on the free list; the consumer once the node is dead |
-//! | node `prev`, `local`, the heap, the lane, limbo | the consumer only |
+//! | node `prev` | with lanes, its producer (the push number) before publishing; once swept, the consumer only |
+//! | node `local`, the heaps, the classes' in-order lanes, limbo | the consumer only |
+//! | `order` (with lanes) | every non-front push (`fetch_add`), any closer (`fetch_or` of CLOSED) |
+//! | a lane's slots, blocks and registry | `lane.rs` and `registry.rs` say |
 //! | node `meta`, `payload` | its producer before publishing; then `meta` is immutable and `payload` is moved out once, by the thread that owns it |
 //!
 //! # The doubly-linked invariant

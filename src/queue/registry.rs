@@ -138,6 +138,7 @@ impl<T> Registry<T> {
         }
     }
 
+    #[inline]
     fn head(&self, latest: bool) -> *mut Lane<T> {
         if !latest {
             return self.head.load(Ordering::Acquire);
@@ -240,11 +241,17 @@ impl<T> Lanes<T> {
 
     /// Adopts the lanes registered since the last call; whether there were
     /// any. `latest` reads the head with an RMW (the sleep check).
+    #[inline]
     pub(crate) fn adopt(&mut self, reg: &Registry<T>, latest: bool) -> bool {
         let head = reg.head(latest);
         if head == self.seen {
             return false;
         }
+        self.adopt_from(head)
+    }
+
+    #[cold]
+    fn adopt_from(&mut self, head: *mut Lane<T>) -> bool {
         let start = self.list.len();
         let mut l = head;
         while l != self.seen {
@@ -329,6 +336,20 @@ impl<T> Lanes<T> {
                 r.for_each_queued(until, |m| f(class, m));
             }
         }
+    }
+
+    /// A cheap hint of new work: a lane registered since the last
+    /// adoption, or an adopted lane whose next slot looks published
+    /// (loads only; [`any_latest`](Self::any_latest) is the check).
+    /// Sync lanes count only with `sync` (the caller passes false while a
+    /// barrier may hold them, so a held head does not look busy forever).
+    pub(crate) fn looks_busy(&self, reg: &Registry<T>, sync: bool) -> bool {
+        reg.head.load(Ordering::Relaxed) != self.seen
+            || self.list.iter().any(|a| {
+                a.reader
+                    .as_ref()
+                    .is_some_and(|r| (sync || r.lane().class() != 0) && r.looks_published())
+            })
     }
 
     /// The check before sleeping: adopts new lanes and reads every lane's

@@ -192,9 +192,12 @@ impl<T> Shared<T> {
         }
     }
 
-    /// Whether the queue was closed (the push counter's bit, set first).
+    /// Whether the queue was closed: `top`'s bit, set last. From then on
+    /// every push is refused: a stack push meets the bit, a lane push
+    /// meets the push counter's (set first), before or right after its
+    /// publish, and recalls its item unless a drain took it.
     pub(crate) fn is_closed(&self) -> bool {
-        self.home.is_closed()
+        self.top.load(Ordering::Acquire).addr() & CLOSED != 0
     }
 
     /// Pushes `node` on the free list.
@@ -227,14 +230,13 @@ impl<T> Shared<T> {
 
 impl<T: Send + 'static> Shared<T> {
     /// A shared part whose due-now pushes take their thread's lane
-    /// (`docs/lanes.md`). Under loom and shuttle, whose threads the
-    /// thread-local lookup of a lane cannot follow, the same as [`new`].
-    ///
-    /// [`new`]: Shared::new
+    /// (`docs/lanes.md`). Push numbers are kept in a node's `prev`, a
+    /// pointer: on targets whose pointers are narrower than 64 bits, lanes
+    /// stay off and this is [`new`](Shared::new).
     pub(crate) fn with_lanes() -> Shared<T> {
         #[allow(unused_mut)]
         let mut s = Shared::new();
-        #[cfg(not(any(loom, shuttle)))]
+        #[cfg(target_pointer_width = "64")]
         {
             s.lane_push = Some(lane_push::<T>);
         }
@@ -244,7 +246,6 @@ impl<T: Send + 'static> Shared<T> {
 
 /// [`LanePush`] for a `'static` payload: the thread's writer for the queue
 /// and class, if it accepts a push due at `meta.when`.
-#[cfg(not(any(loom, shuttle)))]
 fn lane_push<T: Send + 'static>(
     shared: &Arc<Shared<T>>,
     item: T,
@@ -267,7 +268,6 @@ fn lane_push<T: Send + 'static>(
     }
 }
 
-#[cfg(not(any(loom, shuttle)))]
 impl<T: Send> super::local::HasLanes<T> for Shared<T> {
     fn home(&self) -> &LaneHome<T> {
         &self.home

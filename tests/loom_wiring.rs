@@ -1,0 +1,228 @@
+//! Loom models of the queue with lanes (`DeliQueue::with_lanes`,
+//! `docs/lanes.md`): a thread's lane and the stack read as one order, a
+//! close racing lane pushes, the sleep check, and a walker racing a lend.
+//! The lanes' own protocols have their models in `tests/loom_lane.rs` and
+//! `tests/loom_registry.rs`; these are the queue's (the section "What it
+//! needs", models 2, 3 and 5 at the queue's level).
+//!
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_wiring`
+#![cfg(loom)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use deliloop::queue::{DeliQueue, Push};
+use loom::sync::atomic::AtomicBool;
+use loom::thread;
+
+mod common;
+use common::Counted;
+
+/// Pops everything due by `now`.
+fn pop_all<T>(q: &mut DeliQueue<T>, now: u64) -> Vec<T> {
+    std::iter::from_fn(|| q.pop_due(now).map(|e| e.item)).collect()
+}
+
+/// One thread pushes on the stack (a ticket sends it there), then twice on
+/// its lane, while another thread pushes on a lane of its own and the
+/// consumer pops: the first thread's items come out in its order, every
+/// item once.
+#[test]
+fn a_threads_stack_and_lane_pushes_keep_its_order() {
+    loom::model(|| {
+        let mut q = DeliQueue::with_lanes();
+        let (a, b) = (q.producer(), q.producer());
+        let ta = thread::spawn(move || {
+            let (ticket, _) = a.push_cancellable(1u32, Push::at(0)).unwrap();
+            let _ = a.push(2, 0).unwrap();
+            let _ = a.push(3, 0).unwrap();
+            ticket
+        });
+        let tb = thread::spawn(move || {
+            let _ = b.push(10u32, 0).unwrap();
+        });
+        let mut got = pop_all(&mut q, 0);
+        let _ticket = ta.join().unwrap();
+        tb.join().unwrap();
+        got.extend(pop_all(&mut q, 0));
+        let mut sorted = got.clone();
+        sorted.sort();
+        assert_eq!(sorted, [1, 2, 3, 10], "each once: {got:?}");
+        let pos = |x| got.iter().position(|&y| y == x).unwrap();
+        assert!(pos(1) < pos(2) && pos(2) < pos(3), "in push order: {got:?}");
+    });
+}
+
+/// A push on one thread's lane, seen by a second thread (a flag), which
+/// then pushes on the stack, and the same the other way round: when the
+/// consumer gets both, the first comes out first (push numbers order the
+/// two structures; the consumer's re-read of `top` before taking a lane
+/// item finds a stack push numbered before it).
+#[test]
+fn pushes_ordered_across_threads_and_structures_keep_that_order() {
+    for lane_first in [true, false] {
+        loom::model(move || {
+            let mut q = DeliQueue::with_lanes();
+            let (a, b) = (q.producer(), q.producer());
+            let flag = Arc::new(AtomicBool::new(false));
+            let seen = flag.clone();
+            let ta = thread::spawn(move || {
+                let ticket = if lane_first {
+                    let _ = a.push_with(1u32, Push::due_now(5)).unwrap();
+                    None
+                } else {
+                    Some(a.push_cancellable(1u32, Push::at(5)).unwrap().0)
+                };
+                flag.store(true, loom::sync::atomic::Ordering::Release);
+                ticket
+            });
+            let tb = thread::spawn(move || {
+                if !seen.load(loom::sync::atomic::Ordering::Acquire) {
+                    return None;
+                }
+                if lane_first {
+                    Some(b.push_cancellable(2u32, Push::at(5)).unwrap().0)
+                } else {
+                    let _ = b.push_with(2u32, Push::due_now(5)).unwrap();
+                    None
+                }
+            });
+            let mut got = pop_all(&mut q, 5);
+            let _tickets = (ta.join().unwrap(), tb.join().unwrap());
+            got.extend(pop_all(&mut q, 5));
+            if got.len() == 2 {
+                assert_eq!(got, [1, 2], "lane first: {lane_first}");
+            } else {
+                assert_eq!(got, [1]);
+            }
+        });
+    }
+}
+
+/// The stack's part of step 2, made reachable: the consumer has swept
+/// (its lane already adopted: it pushed on its own lane and popped), then
+/// sees a flag another thread set after pushing on the stack, and pushes on
+/// its lane. The lane item is numbered after the stack item and `top` has
+/// moved since the sweep: the consumer must look at `top` before taking
+/// the lane item, so the stack item comes out first (checked: without that
+/// re-read, this model fails).
+#[test]
+fn a_lane_item_is_not_taken_before_a_stack_item_pushed_before_it() {
+    loom::model(|| {
+        let mut q = DeliQueue::with_lanes();
+        let a = q.producer();
+        let own = q.producer();
+        let _ = own.push(0u32, 0).unwrap();
+        assert_eq!(q.pop_due(0).map(|e| e.item), Some(0), "the lane adopted");
+        let flag = Arc::new(AtomicBool::new(false));
+        let set = flag.clone();
+        let ta = thread::spawn(move || {
+            let (ticket, _) = a.push_cancellable(1u32, Push::at(0)).unwrap();
+            set.store(true, loom::sync::atomic::Ordering::Release);
+            ticket
+        });
+        q.maintain();
+        if flag.load(loom::sync::atomic::Ordering::Acquire) {
+            let _ = own.push(2, 0).unwrap();
+            // `pop_swept` does not sweep first: only the re-read of `top`
+            // before a lane item is taken can find the stack item.
+            let first = q.pop_swept(0).map(|e| e.item);
+            assert_eq!(first, Some(1), "the stack item first");
+            assert_eq!(pop_all(&mut q, 0), [2]);
+        }
+        let _ticket = ta.join().unwrap();
+        let rest = pop_all(&mut q, 0);
+        assert!(rest.is_empty() || rest == [1], "{rest:?}");
+    });
+}
+
+/// A close races a thread pushing three items on its lane (across a
+/// block's end: two slots per block under loom): each item is accepted and
+/// then drained (or popped) once, or handed back to its pusher; acceptance
+/// is a prefix; every payload is dropped once.
+#[test]
+fn a_close_races_lane_pushes() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut q = DeliQueue::with_lanes();
+        let p = q.producer();
+        let d = drops.clone();
+        let producer = thread::spawn(move || {
+            let mut back = Vec::new();
+            for i in 0..3u32 {
+                if let Err(e) = p.push((i, Counted(d.clone())), 0) {
+                    back.push(e.into_inner().0);
+                }
+            }
+            back
+        });
+        let popped: Vec<u32> = pop_all(&mut q, 0).into_iter().map(|(i, _)| i).collect();
+        q.close();
+        let drained: Vec<u32> = q.drain().into_iter().map(|e| e.item.0).collect();
+        let back = producer.join().unwrap();
+        let mut all: Vec<u32> = popped
+            .iter()
+            .chain(&drained)
+            .chain(&back)
+            .copied()
+            .collect();
+        all.sort();
+        assert_eq!(
+            all,
+            [0, 1, 2],
+            "popped {popped:?}, drained {drained:?}, handed back {back:?}"
+        );
+        let accepted: Vec<u32> = popped.iter().chain(&drained).copied().collect();
+        assert!(
+            accepted.iter().enumerate().all(|(k, &i)| k as u32 == i),
+            "accepted in order, a prefix: {accepted:?}"
+        );
+        drop(q);
+        assert_eq!(drops.load(Ordering::SeqCst), 3);
+    });
+}
+
+/// The consumer announces a sleep while a thread pushes on its lane (its
+/// first push: the lane is registered in the race too) and a second item:
+/// either the consumer sees an item before sleeping, or a push is told to
+/// wake it. No lost wake-up.
+#[test]
+fn a_sleep_misses_no_lane_push() {
+    loom::model(|| {
+        let mut q = DeliQueue::with_lanes();
+        let p = q.producer();
+        let producer = thread::spawn(move || {
+            let first = p.push_with(7u32, Push::due_now(0)).unwrap().wake;
+            let second = p.push_with(8u32, Push::due_now(0)).unwrap().wake;
+            (first, second)
+        });
+        q.maintain();
+        let slept = q.prepare_sleep(Some(1_000));
+        let (first, second) = producer.join().unwrap();
+        if slept {
+            assert!(first || second, "lost wake-up");
+            assert!(!(first && second), "one wake per sleep");
+        }
+        q.wake();
+        assert_eq!(pop_all(&mut q, 0), [7, 8]);
+    });
+}
+
+/// A walker removes a lane item while the consumer lends it (its pusher's
+/// recall must not move it out meanwhile): the walker removes it whatever
+/// the lend did to its state word, and the item never comes out.
+#[test]
+fn a_walker_removes_a_lane_item_while_it_is_lent() {
+    loom::model(|| {
+        let mut q = DeliQueue::with_lanes();
+        let p = q.producer();
+        let _ = p.push_with(1u32, Push::due_now(0).tag(1)).unwrap();
+        let walker = thread::spawn(move || p.remove_where(|i| i.tag() == Some(1)));
+        let mut seen = 0;
+        q.for_each_pending(|_, _| seen += 1);
+        assert_eq!(walker.join().unwrap(), 1, "removed once, lent or not");
+        assert!(seen <= 1);
+        assert!(q.pop_due(0).is_none());
+        assert_eq!(q.len(), 0);
+    });
+}
