@@ -227,14 +227,6 @@ impl<T> DeliQueue<T> {
     #[inline]
     pub fn pop_swept(&mut self, now: u64) -> Option<Popped<T>> {
         if self.lanes.slots() > 0 {
-            if self.sync.is_empty() && self.asyn.is_empty() {
-                // Only lanes hold items (no barrier either: it would be in
-                // `sync`): the common case of a busy loop fed by threads.
-                let p = self.lane_pick(None)?;
-                if let Ok(popped) = self.take_lane_pick(p, now) {
-                    return Some(popped);
-                }
-            }
             return self.pop_with_lanes(now);
         }
         if self.barriers == 0 {
@@ -277,6 +269,12 @@ impl<T> DeliQueue<T> {
     /// moved since the sweep, sweep again, and if that brought an item
     /// before the pick, pick again (each round needs an item with a
     /// smaller key than the last round's).
+    ///
+    /// Not inlined, on purpose: inlined into `pop_swept`, a consumer that
+    /// keeps up with its producer came back to the slot the producer was
+    /// writing sooner and took its line from it at every item (row B1's
+    /// shape: 82-88 against 22-23 ns per item, BENCHMARKS.md, "Lanes wired
+    /// in").
     #[inline(never)]
     fn pop_with_lanes(&mut self, now: u64) -> Option<Popped<T>> {
         loop {
