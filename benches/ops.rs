@@ -11,7 +11,8 @@
 //! `sleep_only` creates and drops one unregistered), `timer_fire` (n sleeps due together, joined), `spawn_local` (spawn and run a tiny task), `post_remote` (another
 //! thread posts in rounds of 256, the loop runs each round), `spawn_remote`
 //! (the same with a trivial task spawned from there), `queue_remote`
-//! (the bare queue: another thread pushes in rounds, this one pops).
+//! (the bare queue: another thread pushes in rounds, this one pops;
+//! `queue_remote_lanes` the same on a queue with lanes).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -140,9 +141,13 @@ fn main() {
                 .detach();
             });
         }
-        "queue_remote" => {
+        "queue_remote" | "queue_remote_lanes" => {
             // The queue alone, in rounds of 256 as above.
-            let mut q = deliloop::queue::DeliQueue::new();
+            let mut q = if op == "queue_remote" {
+                deliloop::queue::DeliQueue::new()
+            } else {
+                deliloop::queue::DeliQueue::with_lanes()
+            };
             let p = q.producer();
             let mut got = 0;
             rounds(

@@ -220,3 +220,25 @@ mod lanes_only {
         assert_eq!((c.accepted, c.removed, c.cancelled), (10, 5, 0));
     }
 }
+
+mod lanes_and_barriers {
+    use deliloop::queue::{DeliQueue, Push};
+
+    /// A barrier holds a sync lane item and a later sync stack item; once
+    /// the barrier is removed, they come out in their order, even when the
+    /// consumer pops without a maintain in between (the pick that found the
+    /// lane held must not hide it afterwards).
+    #[test]
+    fn a_removed_barrier_lets_lane_and_stack_items_out_in_order() {
+        let mut q = DeliQueue::with_lanes();
+        let p = q.producer();
+        let (barrier, _) = p.push_barrier("barrier", 5, 0).unwrap();
+        let _ = p.push_with("lane", Push::due_now(6)).unwrap();
+        let (_stack, _) = p.push_cancellable("stack", Push::at(7)).unwrap();
+        q.maintain();
+        assert!(q.pop_swept(10).is_none(), "both held");
+        assert!(barrier.cancel());
+        assert_eq!(q.pop_swept(10).map(|e| e.item), Some("lane"));
+        assert_eq!(q.pop_swept(10).map(|e| e.item), Some("stack"));
+    }
+}

@@ -129,6 +129,13 @@ pub struct DeliQueue<T> {
     numbered: bool,
     /// The sweep's scratch: the push numbers of the nodes walked down.
     numbers: Vec<i64>,
+    /// Maintains since the lanes' own upkeep last ran (`maintain_at`).
+    lane_upkeep: u32,
+    /// The lanes may hold an item the pops could take: set by every
+    /// maintain that has lanes, cleared by a pick that finds none. Like
+    /// the stack's pushes, a lane's publishes after that wait for the next
+    /// maintain, and the pops between read no lane (`pop_swept`).
+    lanes_busy: bool,
 }
 
 /// What happened to the items whose user flags intersect the mask given to
@@ -199,6 +206,8 @@ impl<T> DeliQueue<T> {
             lanes: Lanes::new(),
             numbered,
             numbers: Vec::new(),
+            lane_upkeep: 0,
+            lanes_busy: false,
         }
     }
 
@@ -218,15 +227,19 @@ impl<T> DeliQueue<T> {
     /// Like [`pop_due`](Self::pop_due) without looking for new pushes or
     /// cancellations first: for draining a batch after one
     /// [`maintain`](Self::maintain). (With lanes, it reads the lanes' heads
-    /// as they are, and before it takes a lane item it sweeps pushes that
-    /// reached the stack since, if any: one of them may come first.)
+    /// until a read finds nothing to take; like the stack's pushes, a
+    /// lane's later publishes wait for the next maintain. Before it takes a
+    /// lane item it sweeps pushes that reached the stack since, if any: one
+    /// of them may come first.)
     ///
     /// While the earliest pending sync entry is a sync barrier
     /// ([`Producer::push_barrier`]), only asynchronous items
     /// ([`Push::asynchronous`](super::Push::asynchronous)) come out.
     #[inline]
     pub fn pop_swept(&mut self, now: u64) -> Option<Popped<T>> {
-        if self.lanes.slots() > 0 {
+        // With a barrier, lanes it holds come back once it is removed,
+        // which this pop may be the first to see.
+        if self.lanes_busy || (self.barriers > 0 && self.lanes.slots() > 0) {
             return self.pop_with_lanes(now);
         }
         if self.barriers == 0 {
@@ -326,7 +339,9 @@ impl<T> DeliQueue<T> {
             return Err(false);
         }
         if self.shared.top() != self.marker
-            && self.sweep().is_some_and(|k| (k.when, k.seq) < pick_key(&p))
+            && self
+                .sweep_again()
+                .is_some_and(|k| (k.when, k.seq) < pick_key(&p))
         {
             // The sweep brought an item before `p`: pick again if that item
             // (or anything else on the heaps) may come out before `p`, or a
@@ -358,17 +373,21 @@ impl<T> DeliQueue<T> {
     /// Removed items met on the way are counted and dropped later.
     #[inline(always)]
     fn lane_pick(&mut self, held: Option<Key>) -> Option<Pick> {
-        if self.lanes.slots() == 0 {
+        if !self.lanes_busy {
             return None;
         }
         let limit = held.map(|k| (k.when, k.seq as u64));
         let (counted, counts, to_drop) = (self.counted, &mut self.counts, &mut self.to_drop);
-        pick::pick_within(
+        let p = pick::pick_within(
             &mut self.lanes,
             &self.shared.home.registry,
             |r| count_removed(counts, counted, r, to_drop),
             &|class, key| class == ASYNC_LANE || limit.is_none_or(|l| key < l),
-        )
+        );
+        // Nothing to take (every lane EMPTY, or held by the barrier, whose
+        // removal a maintain sees): read no lane until the next maintain.
+        self.lanes_busy = p.is_some();
+        p
     }
 
     /// The smallest entry that may come out, and where it is. With
@@ -409,7 +428,9 @@ impl<T> DeliQueue<T> {
             if n.is_queued() {
                 return (None, Some(key));
             }
-            // A removed barrier: clear it and look again.
+            // A removed barrier: clear it and look again. Lane items it
+            // held may come out now: read the lanes again.
+            self.lanes_busy = self.lanes.slots() > 0;
             self.remove_entry(
                 node,
                 Slot {
@@ -443,22 +464,31 @@ impl<T> DeliQueue<T> {
     /// [`next_deadline`](Self::next_deadline) without sweeping new pushes
     /// (lanes' heads are read as they are).
     pub fn peek_deadline(&mut self) -> Option<u64> {
-        let heap = loop {
-            let Some((key, node, slot)) = self.peek_entry(true) else {
-                break None;
-            };
-            // SAFETY: class entries point at live nodes.
-            if unsafe { (*node).is_queued() } {
-                break Some(key.when);
-            }
-            self.remove_entry(node, slot);
-            self.finish_heap_entry(node);
-        };
+        if !self.lanes_busy {
+            return self.peek_heap_deadline();
+        }
+        let heap = self.peek_heap_deadline();
         let held = self.sync_head_and_barrier().1;
         let lane = self.lane_pick(held).map(|p| p.meta.when);
         match (heap, lane) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
+        }
+    }
+
+    /// The heaps' part of [`peek_deadline`](Self::peek_deadline).
+    #[inline]
+    fn peek_heap_deadline(&mut self) -> Option<u64> {
+        loop {
+            let Some((key, node, slot)) = self.peek_entry(true) else {
+                return None;
+            };
+            // SAFETY: class entries point at live nodes.
+            if unsafe { (*node).is_queued() } {
+                return Some(key.when);
+            }
+            self.remove_entry(node, slot);
+            self.finish_heap_entry(node);
         }
     }
 
@@ -649,7 +679,15 @@ impl<T> DeliQueue<T> {
             // a swept push is read before that push can come out.
             let reg = &self.shared.home.registry;
             self.lanes.adopt(reg, false);
-            self.lanes.maintain(reg);
+            self.lanes_busy = self.lanes.slots() > 0;
+            // The lanes' upkeep (retiring exited threads' lanes, freeing
+            // what limbo holds) every 64 maintains, or at once while limbo
+            // holds something: a retired lane waits a little longer, and a
+            // turn does not pay a look at every lane.
+            self.lane_upkeep = self.lane_upkeep.wrapping_add(1);
+            if self.lane_upkeep % 64 == 0 || self.lanes.in_limbo() > 0 {
+                self.lanes.maintain(reg);
+            }
         }
         self.process_free(freed);
         if self.tombstones >= COMPACT_MIN && self.tombstones * 2 > self.heap_len() {
@@ -811,7 +849,15 @@ impl<T> DeliQueue<T> {
         self.filling.reserved()
     }
 
+    /// [`sweep`](Self::sweep) out of line, for the re-read before a lane
+    /// item is taken (the maintain's sweep is inlined).
+    #[inline(never)]
+    fn sweep_again(&mut self) -> Option<Key> {
+        self.sweep()
+    }
+
     /// Sweeps new pushes into the classes; the least key it swept, if any.
+    #[inline(always)]
     fn sweep(&mut self) -> Option<Key> {
         let top = self.shared.top();
         if top == self.marker {

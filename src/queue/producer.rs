@@ -291,33 +291,49 @@ impl<T> Producer<T> {
     ///
     /// # Errors
     /// [`Closed`] with the item if the queue was closed.
+    #[inline]
     pub fn push_with(&self, item: T, opts: Push) -> Result<Pushed, Closed<T>> {
         let item = match self.shared.lane_push {
             Some(lane_push) if !opts.front && !opts.barrier => {
-                let meta = Meta {
-                    when: opts.when,
-                    tag: opts.tag.unwrap_or(0),
-                    flags: opts.node_flags(),
-                };
-                let class = u8::from(opts.asynchronous);
-                match lane_push(&self.shared, item, meta, class, opts.due_now) {
-                    Ok(Outcome::Accepted(_)) => {
-                        let kind = if opts.asynchronous {
-                            WakeKind::Passes
-                        } else {
-                            WakeKind::SyncNumbered
-                        };
-                        return Ok(Pushed {
-                            wake: self.shared.wait.needs_wake(opts.when, kind),
-                        });
-                    }
-                    Ok(Outcome::Refused(item)) => return Err(Closed(item)),
+                match self.push_lane(lane_push, item, opts) {
+                    Ok(done) => return done,
                     Err(item) => item,
                 }
             }
             _ => item,
         };
         self.push_node(item, opts, 0).map(|(_, pushed)| pushed)
+    }
+
+    /// The lane push of [`push_with`](Self::push_with), kept out of line
+    /// so a queue without lanes pays one load and a branch for it. `Err`
+    /// with the item if no lane takes it (it goes to the stack).
+    #[inline(never)]
+    fn push_lane(
+        &self,
+        lane_push: super::shared::LanePush<T>,
+        item: T,
+        opts: Push,
+    ) -> Result<Result<Pushed, Closed<T>>, T> {
+        let meta = Meta {
+            when: opts.when,
+            tag: opts.tag.unwrap_or(0),
+            flags: opts.node_flags(),
+        };
+        let class = u8::from(opts.asynchronous);
+        match lane_push(&self.shared, item, meta, class, opts.due_now)? {
+            Outcome::Accepted(_) => {
+                let kind = if opts.asynchronous {
+                    WakeKind::Passes
+                } else {
+                    WakeKind::SyncNumbered
+                };
+                Ok(Ok(Pushed {
+                    wake: self.shared.wait.needs_wake(opts.when, kind),
+                }))
+            }
+            Outcome::Refused(item) => Ok(Err(Closed(item))),
+        }
     }
 
     /// Pushes `item` and returns a [`Ticket`] that can cancel it.

@@ -430,6 +430,9 @@ impl<T> Lanes<T> {
     /// (all but `seen`), and frees or gives back what no walker can hold
     /// any more. Never waits.
     pub(crate) fn maintain(&mut self, reg: &Registry<T>) {
+        if self.list.is_empty() && self.limbo.len() == 0 {
+            return;
+        }
         let mut i = 0;
         while i < self.list.len() {
             let a = &mut self.list[i];
@@ -474,7 +477,9 @@ impl<T> Lanes<T> {
             i += 1;
         }
         self.check_chain();
-        self.limbo.reclaim(&reg.gate, release_all);
+        if self.limbo.len() > 0 {
+            self.limbo.reclaim(&reg.gate, release_all);
+        }
     }
 
     /// Debug builds: the registry's chain from `list`'s newest lane down is
