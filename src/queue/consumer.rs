@@ -480,9 +480,7 @@ impl<T> DeliQueue<T> {
     #[inline]
     fn peek_heap_deadline(&mut self) -> Option<u64> {
         loop {
-            let Some((key, node, slot)) = self.peek_entry(true) else {
-                return None;
-            };
+            let (key, node, slot) = self.peek_entry(true)?;
             // SAFETY: class entries point at live nodes.
             if unsafe { (*node).is_queued() } {
                 return Some(key.when);
