@@ -241,4 +241,18 @@ mod lanes_and_barriers {
         assert_eq!(q.pop_swept(10).map(|e| e.item), Some("lane"));
         assert_eq!(q.pop_swept(10).map(|e| e.item), Some("stack"));
     }
+
+    /// A removed barrier's release shows in the deadline, even when the
+    /// last pop found the lanes held and no maintain ran since.
+    #[test]
+    fn a_removed_barrier_shows_in_the_deadline_without_a_maintain() {
+        let mut q = DeliQueue::with_lanes();
+        let p = q.producer();
+        let (barrier, _) = p.push_barrier("barrier", 5, 0).unwrap();
+        let _ = p.push_with("lane", Push::due_now(6)).unwrap();
+        q.maintain();
+        assert!(q.pop_swept(10).is_none(), "held");
+        assert!(barrier.cancel());
+        assert_eq!(q.peek_deadline(), Some(6));
+    }
 }

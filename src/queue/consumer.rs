@@ -132,9 +132,11 @@ pub struct DeliQueue<T> {
     /// Maintains since the lanes' own upkeep last ran (`maintain_at`).
     lane_upkeep: u32,
     /// The lanes may hold an item the pops could take: set by every
-    /// maintain that has lanes, cleared by a pick that finds none. Like
-    /// the stack's pushes, a lane's publishes after that wait for the next
-    /// maintain, and the pops between read no lane (`pop_swept`).
+    /// maintain that has lanes and when a removed barrier is cleared,
+    /// cleared by a pick that finds none (in a pop or `peek_deadline`).
+    /// Like the stack's pushes, a lane's publishes after that wait for the
+    /// next maintain, and the pops between read no lane (`pop_swept`; with
+    /// a barrier in the sync class, they always do).
     lanes_busy: bool,
 }
 
@@ -227,10 +229,10 @@ impl<T> DeliQueue<T> {
     /// Like [`pop_due`](Self::pop_due) without looking for new pushes or
     /// cancellations first: for draining a batch after one
     /// [`maintain`](Self::maintain). (With lanes, it reads the lanes' heads
-    /// until a read finds nothing to take; like the stack's pushes, a
-    /// lane's later publishes wait for the next maintain. Before it takes a
-    /// lane item it sweeps pushes that reached the stack since, if any: one
-    /// of them may come first.)
+    /// until a read finds nothing to take, and again once a removed barrier
+    /// is cleared; like the stack's pushes, a lane's later publishes wait
+    /// for the next maintain. Before it takes a lane item it sweeps pushes
+    /// that reached the stack since, if any: one of them may come first.)
     ///
     /// While the earliest pending sync entry is a sync barrier
     /// ([`Producer::push_barrier`]), only asynchronous items
@@ -338,24 +340,26 @@ impl<T> DeliQueue<T> {
         if p.meta.when > now {
             return Err(false);
         }
-        if self.shared.top() != self.marker
-            && self
-                .sweep_again()
-                .is_some_and(|k| (k.when, k.seq) < pick_key(&p))
-        {
-            // The sweep brought an item before `p`: pick again if that item
-            // (or anything else on the heaps) may come out before `p`, or a
-            // barrier it brought now holds `p`. Items a barrier holds do
-            // not count, so pushes behind a barrier cannot keep `p` from
-            // coming out.
+        if self.shared.top() != self.marker {
+            let least = self.sweep_again();
+            // Lanes are adopted after every sweep: a lane registered before
+            // a push this sweep brought in is read before that push comes
+            // out (the positions of `p` and the others do not move).
             self.lanes.adopt(&self.shared.home.registry, false);
-            let (sync, held) = self.sync_head_and_barrier();
-            let heap_first = earlier(sync, self.asyn.peek())
-                .is_some_and(|(k, ..)| (k.when, k.seq) < pick_key(&p));
-            let now_held = self.lanes.class(p.lane) != ASYNC_LANE
-                && held.is_some_and(|b| (b.when, b.seq) < pick_key(&p));
-            if heap_first || now_held {
-                return Err(true);
+            if least.is_some_and(|k| (k.when, k.seq) < pick_key(&p)) {
+                // The sweep brought an item before `p`: pick again if that
+                // item (or anything else on the heaps) may come out before
+                // `p`, or a barrier it brought now holds `p`. Items a
+                // barrier holds do not count, so pushes behind a barrier
+                // cannot keep `p` from coming out.
+                let (sync, held) = self.sync_head_and_barrier();
+                let heap_first = earlier(sync, self.asyn.peek())
+                    .is_some_and(|(k, ..)| (k.when, k.seq) < pick_key(&p));
+                let now_held = self.lanes.class(p.lane) != ASYNC_LANE
+                    && held.is_some_and(|b| (b.when, b.seq) < pick_key(&p));
+                if heap_first || now_held {
+                    return Err(true);
+                }
             }
         }
         let item = pick::take(&mut self.lanes, p).ok_or(true)?;
@@ -462,12 +466,15 @@ impl<T> DeliQueue<T> {
     }
 
     /// [`next_deadline`](Self::next_deadline) without sweeping new pushes
-    /// (lanes' heads are read as they are).
+    /// (lanes' heads are read as they are, unless a read since the last
+    /// maintain found nothing on them, as for [`pop_swept`](Self::pop_swept)).
     pub fn peek_deadline(&mut self) -> Option<u64> {
-        if !self.lanes_busy {
-            return self.peek_heap_deadline();
-        }
+        // The heaps first: clearing a removed barrier there marks the lanes
+        // busy again (items it held may be due).
         let heap = self.peek_heap_deadline();
+        if !self.lanes_busy {
+            return heap;
+        }
         let held = self.sync_head_and_barrier().1;
         let lane = self.lane_pick(held).map(|p| p.meta.when);
         match (heap, lane) {
@@ -585,6 +592,11 @@ impl<T> DeliQueue<T> {
     /// [`Pushed::wake`](super::Pushed::wake) to exactly one producer.
     pub fn prepare_sleep(&mut self, deadline: Option<u64>) -> bool {
         self.flush_recycled();
+        if self.numbered {
+            // The lanes' upkeep before a sleep too, so the lanes of threads
+            // that exited go while the loop idles.
+            self.lanes.maintain(&self.shared.home.registry);
+        }
         let held = self.sync_head_and_barrier().1;
         self.shared.wait.sleep(deadline, held.map(|k| k.when));
         // A push or a close since the last sweep changed `top` (the marker
@@ -677,7 +689,6 @@ impl<T> DeliQueue<T> {
             // a swept push is read before that push can come out.
             let reg = &self.shared.home.registry;
             self.lanes.adopt(reg, false);
-            self.lanes_busy = self.lanes.slots() > 0;
             // The lanes' upkeep (retiring exited threads' lanes, freeing
             // what limbo holds) every 64 maintains, or at once while limbo
             // holds something: a retired lane waits a little longer, and a
@@ -686,6 +697,7 @@ impl<T> DeliQueue<T> {
             if self.lane_upkeep % 64 == 0 || self.lanes.in_limbo() > 0 {
                 self.lanes.maintain(reg);
             }
+            self.lanes_busy = self.lanes.slots() > 0;
         }
         self.process_free(freed);
         if self.tombstones >= COMPACT_MIN && self.tombstones * 2 > self.heap_len() {
