@@ -874,7 +874,11 @@ impl<T> DeliQueue<T> {
             return None;
         }
         let numbered = self.numbered;
-        let mut numbers = std::mem::take(&mut self.numbers);
+        let mut numbers = if numbered {
+            std::mem::take(&mut self.numbers)
+        } else {
+            Vec::new()
+        };
         // Walk down to the previous marker, linking each node to the one
         // above it.
         let mut above: *mut Node<T> = ptr::null_mut();
@@ -934,7 +938,8 @@ impl<T> DeliQueue<T> {
                 when: meta.when,
                 seq,
             };
-            if least.is_none_or(|l| (key.when, key.seq) < (l.when, l.seq)) {
+            // Only step 2's re-read (lanes on) asks for the least key.
+            if numbered && least.is_none_or(|l| (key.when, key.seq) < (l.when, l.seq)) {
                 least = Some(key);
             }
             let lane_ok = meta.when <= lane_until;
@@ -952,8 +957,10 @@ impl<T> DeliQueue<T> {
             node = n.prev.with(|p| unsafe { *p });
         }
         (self.seq_up, self.seq_down) = (seq_up, seq_down);
-        debug_assert!(numbers.is_empty());
-        self.numbers = numbers;
+        if numbered {
+            debug_assert!(numbers.is_empty());
+            self.numbers = numbers;
+        }
         self.counts.accepted += accepted;
         self.live += swept;
         self.marker = top;
