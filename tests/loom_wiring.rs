@@ -226,3 +226,30 @@ fn a_walker_removes_a_lane_item_while_it_is_lent() {
         assert_eq!(q.len(), 0);
     });
 }
+
+/// A sync push racing a barrier's: when it is numbered before the barrier
+/// but published after the consumer went to sleep behind the barrier, it
+/// sorts before the barrier and is due, so its push must wake the consumer
+/// (`WakeKind::SyncNumbered`: while a barrier holds the consumer, a sync
+/// push due at the barrier's time wakes it). No lost wake-up, and the item
+/// comes out before the barrier holds the rest.
+#[test]
+fn a_sync_push_numbered_before_a_barrier_wakes_a_consumer_held_by_it() {
+    loom::model(|| {
+        let mut q = DeliQueue::with_lanes();
+        let (p, b) = (q.producer(), q.producer());
+        let pusher = thread::spawn(move || p.push_with(1u32, Push::due_now(5)).unwrap().wake);
+        let (barrier, _) = b.push_barrier(0u32, 5, 0).unwrap();
+        q.maintain();
+        let slept = q.prepare_sleep(None);
+        let wake = pusher.join().unwrap();
+        q.wake();
+        let got = q.pop_due(5).map(|e| e.item);
+        if slept && got == Some(1) {
+            // It came out before the barrier: it was due while the consumer
+            // slept, so someone had to wake it.
+            assert!(wake, "lost wake-up");
+        }
+        drop(barrier);
+    });
+}
