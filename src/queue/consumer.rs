@@ -554,6 +554,7 @@ impl<T> DeliQueue<T> {
             out.push(popped);
         }
         if self.numbered {
+            let heaps = out.len();
             let (counted, counts, to_drop) = (self.counted, &mut self.counts, &mut self.to_drop);
             let mut accepted = 0;
             self.lanes.drain(
@@ -577,8 +578,11 @@ impl<T> DeliQueue<T> {
                 |r| count_removed(counts, counted, r, to_drop),
             );
             self.counts.accepted += accepted;
-            // Each part is in order; merge them (a stable sort).
-            out.sort_by_key(|(k, _)| (k.when, k.seq));
+            // Each part is in order; merge them (a stable sort), if the
+            // lanes gave anything.
+            if out.len() > heaps {
+                out.sort_by_key(|(k, _)| (k.when, k.seq));
+            }
         }
         out.into_iter().map(|(_, popped)| popped).collect()
     }
@@ -886,7 +890,8 @@ impl<T> DeliQueue<T> {
         while node != self.marker {
             // SAFETY: nodes between `top` and the marker are published (the
             // Acquire load of `top` synchronises with every push below it) and
-            // unswept, so only this thread writes their `prev`.
+            // unswept, so only this thread writes their `prev` (and reads the
+            // push number their producer wrote there before publishing).
             unsafe {
                 (*node).check_alive();
                 if numbered {

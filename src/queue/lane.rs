@@ -999,6 +999,20 @@ impl<T> Reader<T> {
     /// that sees a close recalls its published item and moves the payload
     /// out (`Writer::recall`), so a `&T` here could dangle.
     pub(crate) fn for_each_queued(&self, until: u64, mut f: impl FnMut(&Meta)) {
+        self.queued_from_here(until, |b, i, _, w| {
+            // SAFETY: `queued_from_here` gives live blocks and the Acquire
+            // read of a published state.
+            f(&unsafe { Block::read_meta(b, i, w) });
+        });
+    }
+
+    /// The walk of [`for_each_queued`](Self::for_each_queued) and
+    /// [`lend_queued`](Self::lend_queued): calls `f` with the block, index,
+    /// slot and state word (an Acquire read) of every QUEUED slot from the
+    /// reader's on, to the first EMPTY slot or the first numbered `until`
+    /// or later. The reader alone passes blocks, so none of those given
+    /// here can be reset or freed while the reader stays where it is.
+    fn queued_from_here(&self, until: u64, mut f: impl FnMut(*mut Block<T>, usize, &Slot<T>, u64)) {
         let (mut b, mut i) = (self.block, self.idx);
         while !b.is_null() {
             // SAFETY: blocks from the reader's on are live (above).
@@ -1011,9 +1025,7 @@ impl<T> Reader<T> {
                     return;
                 }
                 if life(w) == QUEUED {
-                    // SAFETY: live; `w` is the Acquire read of a
-                    // published state.
-                    f(&unsafe { Block::read_meta(b, i, w) });
+                    f(b, i, slot, w);
                 }
                 i += 1;
             }
@@ -1048,35 +1060,18 @@ impl<T> Reader<T> {
     /// caller unlends every slot it was given before it lets the lane move
     /// on (before its next `head`, `take` or `step_over`).
     pub(crate) fn lend_queued(&self, until: u64, mut f: impl FnMut(&Meta, u64, Lent<T>)) {
-        let (mut b, mut i) = (self.block, self.idx);
-        while !b.is_null() {
-            // SAFETY: blocks from the reader's on are live (only the reader
-            // passes them).
-            unsafe { Block::check_alive(b) };
-            while i < SLOTS {
-                // SAFETY: as above.
-                let slot = unsafe { Block::slot(b, i) };
-                let w = slot.state.load(Ordering::Acquire);
-                if life(w) == EMPTY || number(w) >= until {
-                    return;
-                }
-                if life(w) == QUEUED
-                    && slot
-                        .state
-                        .compare_exchange(w, w | LENT, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
-                {
-                    // SAFETY: live; `w` is the Acquire read of a published
-                    // state.
-                    let meta = unsafe { Block::read_meta(b, i, w) };
-                    f(&meta, number(w), Lent(slot));
-                }
-                i += 1;
+        self.queued_from_here(until, |b, i, slot, w| {
+            if slot
+                .state
+                .compare_exchange(w, w | LENT, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                // SAFETY: `queued_from_here` gives live blocks and the
+                // Acquire read of a published state.
+                let meta = unsafe { Block::read_meta(b, i, w) };
+                f(&meta, number(w), Lent(slot));
             }
-            // SAFETY: as above.
-            b = unsafe { (*b).next.load(Ordering::Acquire) };
-            i = 0;
-        }
+        });
     }
 
     /// Ends the reader of an abandoned lane whose head is EMPTY (the lane's
