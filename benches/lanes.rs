@@ -717,7 +717,6 @@ fn main() {
     }
     pin_to(0);
     type Imp = (&'static str, fn(usize, u64) -> f64);
-    #[cfg_attr(not(feature = "internals"), allow(unused_mut))]
     let mut imps: Vec<Imp> = vec![
         ("crossbeam unbounded", crossbeam),
         ("lanes (experiment)", lanes),
@@ -742,6 +741,11 @@ fn main() {
                 "lanes via local.rs + registry.rs on one thread, {m:>7} items: push {push:5.1} ns/item, pop {pop:5.1} ns/item"
             );
         }
+    }
+    // `-- only=NAME`: the implementations whose name contains NAME (and
+    // crossbeam, the yardstick), for a profiler.
+    if let Some(only) = std::env::args().find_map(|a| a.strip_prefix("only=").map(String::from)) {
+        imps.retain(|(name, _)| name.starts_with("crossbeam") || name.contains(only.as_str()));
     }
     for producers in [1, 2] {
         let mut times = vec![Vec::new(); imps.len()];

@@ -70,3 +70,111 @@ fn a_turn_dispatches_at_most_the_budget() {
     assert_eq!(ran.load(Ordering::Relaxed), 25);
     assert_eq!(deliloop::DEFAULT_BUDGET, 64);
 }
+
+/// Yields once: wakes itself and returns `Pending` the first time.
+async fn yield_once() {
+    let mut yielded = false;
+    poll_fn(move |cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+#[test]
+fn a_busy_block_on_runs_a_post_within_32_of_its_yields() {
+    // `block_on`'s future is always ready: the loop looks at its queue
+    // at least once in 32 batches (tokio's current-thread scheduler: its
+    // remote queue every 31 polls), so a post waits at most that many
+    // of the future's yields. Posted from the loop thread and from
+    // another one, 200 times each.
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    let worst = looper.block_on(async {
+        let mut worst = 0;
+        for i in 0..400 {
+            let ran = Arc::new(AtomicBool::new(false));
+            let r = ran.clone();
+            let post = move || r.store(true, Ordering::Release);
+            if i % 2 == 0 {
+                h.post(post).unwrap();
+            } else {
+                let h2 = h.clone();
+                std::thread::spawn(move || h2.post(post).unwrap())
+                    .join()
+                    .unwrap();
+            }
+            let mut yields = 0;
+            while !ran.load(Ordering::Acquire) {
+                yield_once().await;
+                yields += 1;
+            }
+            worst = worst.max(yields);
+        }
+        worst
+    });
+    assert!(worst <= 32, "a post waited {worst} yields of a busy future");
+}
+
+#[test]
+fn a_front_post_from_the_loop_runs_at_the_next_batch_of_a_busy_loop() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    looper.block_on(async {
+        for _ in 0..100 {
+            let ran = Arc::new(AtomicBool::new(false));
+            let r = ran.clone();
+            h.post_at_front(move || r.store(true, Ordering::Release))
+                .unwrap();
+            yield_once().await;
+            assert!(ran.load(Ordering::Acquire), "a front post waited");
+        }
+    });
+}
+
+#[test]
+fn idle_handlers_do_not_run_while_a_busy_loop_has_a_post_pending() {
+    // Batches that leave the queue alone for the ready future are not
+    // idle: an idle handler never runs between a post and its run.
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    let pending = Arc::new(AtomicBool::new(false));
+    let idle_runs = Arc::new(AtomicUsize::new(0));
+    let broken = Arc::new(AtomicBool::new(false));
+    let (p, n, b) = (pending.clone(), idle_runs.clone(), broken.clone());
+    looper.add_idle_handler(move || {
+        n.fetch_add(1, Ordering::Relaxed);
+        if p.load(Ordering::Acquire) {
+            b.store(true, Ordering::Relaxed);
+        }
+        true
+    });
+    looper.block_on(async {
+        for i in 0..200 {
+            pending.store(true, Ordering::Release);
+            let p = pending.clone();
+            h.post(move || p.store(false, Ordering::Release)).unwrap();
+            while pending.load(Ordering::Acquire) {
+                yield_once().await;
+            }
+            // Every other time, some empty batches (the handler runs again
+            // once idle); else the next post comes in the batch after this
+            // one ran, before any idle period.
+            if i % 2 == 0 {
+                for _ in 0..40 {
+                    yield_once().await;
+                }
+            }
+        }
+    });
+    assert!(
+        !broken.load(Ordering::Relaxed),
+        "an idle handler ran with a post pending"
+    );
+    assert!(idle_runs.load(Ordering::Relaxed) >= 100);
+}

@@ -247,7 +247,7 @@ impl Core {
                 break;
             }
         }
-        if dispatched == 0 {
+        if dispatched == 0 && !self.queue_deferred.get() {
             self.run_idle();
         }
         // A busy host loop still collects I/O readiness each call.

@@ -71,6 +71,14 @@ pub(crate) struct Core {
     pub(crate) stop: Cell<bool>,
     /// A front post was made on the loop thread during this batch.
     pub(crate) front_posted: Cell<bool>,
+    /// `block_on`'s future was woken when this turn began.
+    pub(crate) main_ready: Cell<bool>,
+    /// Batches in a row that left the queue alone (`dispatch.rs`,
+    /// `defer_queue`), the last batch did, and when the queue was last
+    /// looked at, in ticks.
+    pub(crate) queue_skips: Cell<u32>,
+    pub(crate) queue_deferred: Cell<bool>,
+    pub(crate) queue_looked: Cell<u64>,
     /// Idle handlers (`idle.rs`).
     pub(crate) idle: RefCell<IdleHandlers>,
     /// The idle handlers ran in this idle period.
@@ -131,6 +139,10 @@ impl Core {
             host_armed: Cell::new(false),
             stop: Cell::new(false),
             front_posted: Cell::new(false),
+            main_ready: Cell::new(false),
+            queue_skips: Cell::new(0),
+            queue_deferred: Cell::new(false),
+            queue_looked: Cell::new(0),
             idle: RefCell::new(IdleHandlers::default()),
             idle_ran: Cell::new(false),
             printer: RefCell::new(None),

@@ -19,6 +19,12 @@ use crate::queue::ItemInfo;
 use crate::stats::Counters;
 use crate::sync::Ordering;
 
+/// While other work is ready, the loop looks at its queue at least once in
+/// this many batches ([`Core::defer_queue`]).
+pub(crate) const QUEUE_INTERVAL: u32 = 32;
+/// ... and at least once in this many ticks (ns).
+pub(crate) const QUEUE_GAP: u64 = 20_000;
+
 /// What a batch ran, for pressure accounting.
 #[derive(Default)]
 struct Batch {
@@ -74,6 +80,11 @@ impl Core {
         if self.stop.get() || (batch.done > 0 && over()) {
             return self.end_batch(start, batch);
         }
+        self.queue_deferred.set(false);
+        if self.defer_queue(start) {
+            self.queue_deferred.set(true);
+            return self.end_batch(start, batch);
+        }
         self.front_posted.set(false);
         self.queue.borrow_mut().maintain_at(start);
         self.note_backlog();
@@ -97,6 +108,31 @@ impl Core {
             }
         }
         self.end_batch(start, batch)
+    }
+
+    /// Whether this batch leaves the queue alone: only while the loop has
+    /// other work ready (a local task, or `block_on`'s future woken), and
+    /// at most [`QUEUE_INTERVAL`] batches in a row or [`QUEUE_GAP`] ticks
+    /// since it last looked. A look reads the stack's top and the nodes
+    /// just pushed, lines the producers are writing: a busy loop that
+    /// looked at every batch took them back from the producer at every
+    /// post and halved its rate (BENCHMARKS.md, "A busy loop's looks").
+    /// tokio's current-thread scheduler looks at its remote queue every 31
+    /// polls and its driver every 61 in the same situation.
+    fn defer_queue(&self, start: u64) -> bool {
+        let busy = self.main_ready.get() || !self.local.borrow().is_empty();
+        let skipped = self.queue_skips.get();
+        if busy
+            && !self.front_posted.get()
+            && skipped + 1 < QUEUE_INTERVAL
+            && start.saturating_sub(self.queue_looked.get()) < QUEUE_GAP
+        {
+            self.queue_skips.set(skipped + 1);
+            return true;
+        }
+        self.queue_skips.set(0);
+        self.queue_looked.set(start);
+        false
     }
 
     /// Closes a batch's accounting: pressure (its end is the loop's next

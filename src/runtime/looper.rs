@@ -137,7 +137,7 @@ impl Looper {
                     return out;
                 }
             }
-            let turn = self.core.turn(None, Some(&main));
+            let turn = self.core.turn(None, Some(&main), false);
             if turn.quit && !main.woken.load(Ordering::Acquire) {
                 // Nothing runs on a looper that quit; the future can only
                 // be woken from another thread now (its wake finds the
@@ -154,7 +154,7 @@ impl Looper {
     /// If a looper is already running on this thread.
     pub fn run(&self) {
         let _enter = Enter::new(&self.core, "Looper::run");
-        while !self.core.turn(None, None).quit {}
+        while !self.core.turn(None, None, false).quit {}
     }
 
     /// Spawns a `!Send` future on this looper.
@@ -196,7 +196,7 @@ impl Looper {
     /// ```
     pub fn turn(&self, timeout: Option<Duration>) -> Turn {
         let _enter = Enter::new(&self.core, "Looper::turn");
-        self.core.turn(timeout, None)
+        self.core.turn(timeout, None, true)
     }
 
     /// When the earliest pending entry is due, if any.
@@ -239,6 +239,7 @@ impl Drop for Looper {
             }
         }
         let _merge = Merge(&self.core);
+        self.core.remote.mark_quit(super::remote::QUIT);
         self.core.remote.producer.close();
         let _enter = Enter::force(&self.core);
         self.core.check_quit();

@@ -10,7 +10,7 @@ use std::task::Waker;
 
 use super::core::Core;
 use super::message::{Entry, MESSAGE};
-use super::remote::QUIT_SAFELY;
+use super::remote::{QUIT_SAFELY, RUNNING};
 use crate::queue::Popped;
 use crate::stats::Counters;
 use crate::sync::Ordering;
@@ -21,7 +21,14 @@ impl Core {
         if self.quit_done.get() {
             return true;
         }
+        // `quit_mode` is set before the queue is closed (`Remote::quit`,
+        // the looper's drop) and written once: reading it each turn keeps
+        // the loop off the stack's top, whose line every post writes.
+        if self.remote.quit_mode.load(Ordering::Acquire) == RUNNING {
+            return false;
+        }
         if !self.remote.producer.is_closed() {
+            // Marked, not closed yet: the closing thread is between the two.
             return false;
         }
         self.quit_done.set(true);

@@ -197,15 +197,22 @@ impl Remote {
         }
     }
 
+    /// Records the first quit's mode, before the queue is closed: the loop
+    /// reads this word each turn (`check_quit`), not the stack's top, which
+    /// every post writes.
+    pub(crate) fn mark_quit(&self, mode: u8) {
+        let _ = self
+            .quit_mode
+            .compare_exchange(RUNNING, mode, Ordering::AcqRel, Ordering::Acquire);
+    }
+
     pub(crate) fn quit(&self, mode: u8) {
         // `quit()` from a message or task on the loop: stop before anything
         // else runs. (`quit_safely` lets what is already due run.)
         if mode == QUIT {
             super::context::with_core(self.id, |core| core.stop.set(true));
         }
-        let _ = self
-            .quit_mode
-            .compare_exchange(RUNNING, mode, Ordering::AcqRel, Ordering::Acquire);
+        self.mark_quit(mode);
         if self.producer.close().is_some_and(|c| c.wake) {
             self.wake_loop();
         }

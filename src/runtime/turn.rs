@@ -138,26 +138,45 @@ impl Core {
         }
     }
 
-    pub(crate) fn turn(&self, timeout: Option<Duration>, main: Option<&MainWake>) -> Turn {
+    /// One turn. `deadline`: whether the caller reads
+    /// [`Turn::next_deadline`] (`Looper::turn`'s host does); `run` and
+    /// `block_on` do not, and skip it: it sweeps the queue again, and a
+    /// busy loop's every extra look at the stack's top takes that line
+    /// from the producers (BENCHMARKS.md, "A busy loop's looks").
+    pub(crate) fn turn(
+        &self,
+        timeout: Option<Duration>,
+        main: Option<&MainWake>,
+        deadline: bool,
+    ) -> Turn {
         self.host_resume();
         if self.check_quit() {
-            return self.turn_result(0, true);
+            return self.turn_result(0, true, deadline);
         }
+        self.main_ready
+            .set(main.is_some_and(|m| m.woken.load(Ordering::Relaxed)));
         let mut dispatched = self.dispatch();
-        if dispatched == 0 {
+        // A batch that left the queue alone for other ready work is not
+        // idle: no idle handlers, no park.
+        if dispatched == 0 && !self.queue_deferred.get() {
             self.run_idle();
             self.park(timeout, main);
             if self.check_quit() {
-                return self.turn_result(0, true);
+                return self.turn_result(0, true, deadline);
             }
             dispatched = self.dispatch();
         }
         self.io_after_dispatch(true);
-        self.turn_result(dispatched, false)
+        self.turn_result(dispatched, false, deadline)
     }
 
-    pub(crate) fn turn_result(&self, dispatched: usize, quit: bool) -> Turn {
-        let next_deadline = if quit { None } else { self.next_deadline() };
+    /// The turn's result; its `next_deadline` only if `deadline`.
+    pub(crate) fn turn_result(&self, dispatched: usize, quit: bool, deadline: bool) -> Turn {
+        let next_deadline = if quit || !deadline {
+            None
+        } else {
+            self.next_deadline()
+        };
         Turn {
             dispatched,
             next_deadline,
