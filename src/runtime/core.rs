@@ -78,6 +78,9 @@ pub(crate) struct Core {
     /// looked at, in ticks.
     pub(crate) queue_skips: Cell<u32>,
     pub(crate) queue_deferred: Cell<bool>,
+    /// The last look at the queue stopped with due entries left (its
+    /// budget ran out): the next batch looks again.
+    pub(crate) queue_left: Cell<bool>,
     pub(crate) queue_looked: Cell<u64>,
     /// Idle handlers (`idle.rs`).
     pub(crate) idle: RefCell<IdleHandlers>,
@@ -142,6 +145,7 @@ impl Core {
             main_ready: Cell::new(false),
             queue_skips: Cell::new(0),
             queue_deferred: Cell::new(false),
+            queue_left: Cell::new(false),
             queue_looked: Cell::new(0),
             idle: RefCell::new(IdleHandlers::default()),
             idle_ran: Cell::new(false),

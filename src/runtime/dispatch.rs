@@ -88,8 +88,11 @@ impl Core {
         self.front_posted.set(false);
         self.queue.borrow_mut().maintain_at(start);
         self.note_backlog();
+        // Until the queue runs out of due work, the next batch looks again.
+        self.queue_left.set(true);
         for _ in 0..self.budget {
             let Some(popped) = self.queue.borrow_mut().pop_swept(start) else {
+                self.queue_left.set(false);
                 break;
             };
             // A front post has `when == 0`; it is due from its batch's start.
@@ -111,8 +114,8 @@ impl Core {
     }
 
     /// Whether this batch leaves the queue alone: only while the loop has
-    /// other work ready (a local task, or `block_on`'s future woken), and
-    /// at most [`QUEUE_INTERVAL`] batches in a row or [`QUEUE_GAP`] ticks
+    /// other work ready (a local task, or `block_on`'s future woken), the
+    /// last look ran out of due entries before its budget did, and at most [`QUEUE_INTERVAL`] batches in a row or [`QUEUE_GAP`] ticks
     /// since it last looked. A look reads the stack's top and the nodes
     /// just pushed, lines the producers are writing: a busy loop that
     /// looked at every batch took them back from the producer at every
@@ -123,6 +126,7 @@ impl Core {
         let busy = self.main_ready.get() || !self.local.borrow().is_empty();
         let skipped = self.queue_skips.get();
         if busy
+            && !self.queue_left.get()
             && !self.front_posted.get()
             && skipped + 1 < QUEUE_INTERVAL
             && start.saturating_sub(self.queue_looked.get()) < QUEUE_GAP
