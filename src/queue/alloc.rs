@@ -34,6 +34,10 @@
 //!   addresses, and the consumer's walk down the stack (one dependent load
 //!   per node) meets them at a steady stride the hardware prefetcher
 //!   follows, instead of at scattered addresses.
+//! * A producer's allocation asks the CPU (`prefetchw`, a hint) for the
+//!   lines of the block its next allocation will take: recycled memory
+//!   was last written by the consumer, on another core, and the push
+//!   that fills it would otherwise wait for each line to come over.
 //! * The consumer takes the whole `spare` stack with one `swap(null)` when
 //!   it needs an empty handover and has none left: handovers circulate
 //!   between the two stacks and are allocated only while their number
