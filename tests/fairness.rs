@@ -71,6 +71,10 @@ fn a_turn_dispatches_at_most_the_budget() {
     assert_eq!(deliloop::DEFAULT_BUDGET, 64);
 }
 
+/// Rounds of the look-rule tests below (fewer under Miri, where each
+/// thread and each batch is slow).
+const ROUNDS: usize = if cfg!(miri) { 10 } else { 200 };
+
 /// Yields once: wakes itself and returns `Pending` the first time.
 async fn yield_once() {
     let mut yielded = false;
@@ -92,12 +96,12 @@ fn a_busy_block_on_runs_a_post_within_32_of_its_yields() {
     // at least once in 32 batches (tokio's current-thread scheduler: its
     // remote queue every 31 polls), so a post waits at most that many
     // of the future's yields. Posted from the loop thread and from
-    // another one, 200 times each.
+    // another one, `ROUNDS` times each.
     let looper = Looper::new().unwrap();
     let h = looper.handle();
     let worst = looper.block_on(async {
         let mut worst = 0;
-        for i in 0..400 {
+        for i in 0..2 * ROUNDS {
             let ran = Arc::new(AtomicBool::new(false));
             let r = ran.clone();
             let post = move || r.store(true, Ordering::Release);
@@ -126,7 +130,7 @@ fn a_front_post_from_the_loop_runs_at_the_next_batch_of_a_busy_loop() {
     let looper = Looper::new().unwrap();
     let h = looper.handle();
     looper.block_on(async {
-        for _ in 0..100 {
+        for _ in 0..ROUNDS {
             let ran = Arc::new(AtomicBool::new(false));
             let r = ran.clone();
             h.post_at_front(move || r.store(true, Ordering::Release))
@@ -155,7 +159,7 @@ fn idle_handlers_do_not_run_while_a_busy_loop_has_a_post_pending() {
         true
     });
     looper.block_on(async {
-        for i in 0..200 {
+        for i in 0..ROUNDS {
             pending.store(true, Ordering::Release);
             let p = pending.clone();
             h.post(move || p.store(false, Ordering::Release)).unwrap();
@@ -176,7 +180,7 @@ fn idle_handlers_do_not_run_while_a_busy_loop_has_a_post_pending() {
         !broken.load(Ordering::Relaxed),
         "an idle handler ran with a post pending"
     );
-    assert!(idle_runs.load(Ordering::Relaxed) >= 100);
+    assert!(idle_runs.load(Ordering::Relaxed) >= ROUNDS / 2);
 }
 
 #[test]
