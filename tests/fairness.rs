@@ -208,3 +208,17 @@ fn a_busy_block_on_drains_a_backlog_at_a_budget_per_batch() {
     });
     assert!(yields <= 17, "1,000 posts took {yields} yields");
 }
+
+#[test]
+fn dispatch_ready_after_a_busy_block_on_runs_what_is_due() {
+    // `block_on`'s future yields, then finishes: a host's next
+    // `dispatch_ready` has no such future, so it runs the post at once.
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    looper.block_on(async { yield_once().await });
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    h.post(move || r.store(true, Ordering::Release)).unwrap();
+    assert_eq!(looper.dispatch_ready().dispatched, 1);
+    assert!(ran.load(Ordering::Acquire));
+}

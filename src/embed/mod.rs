@@ -239,6 +239,9 @@ impl Core {
         if self.check_quit() {
             return quit(0);
         }
+        // No `block_on` future here: only local tasks make the loop busy
+        // (a flag left by an earlier `block_on` would defer the queue).
+        self.main_ready.set(false);
         let mut dispatched = 0;
         loop {
             let n = self.dispatch_until(until);

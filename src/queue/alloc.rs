@@ -230,22 +230,53 @@ loom::thread_local! {
 fn prefetch_for_write(b: NonNull<u8>, size: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
-        let mut off = 0;
-        while off < size {
-            // SAFETY: a prefetch never faults and touches no memory the
-            // program can observe; `b + off` stays inside the block.
+        // PREFETCHW has its own CPUID bit: without it, nothing is asked.
+        if !has_prefetchw() {
+            return;
+        }
+        // Every line the block touches (it need not start on a line),
+        // at most four: a large payload does not make a push a loop.
+        let first = b.as_ptr().addr() & !63;
+        let last = (b.as_ptr().addr() + size.max(1) - 1) & !63;
+        let lines = ((last - first) / 64 + 1).min(4);
+        for k in 0..lines {
+            // Addresses from the block's own provenance, inside it or on
+            // its first or last line.
+            let p = b.as_ptr().with_addr(first + 64 * k);
+            // SAFETY: a prefetch never faults and reads or writes nothing
+            // the program can observe.
             unsafe {
                 std::arch::asm!(
                     "prefetchw [{0}]",
-                    in(reg) b.as_ptr().add(off),
+                    in(reg) p,
                     options(nostack, preserves_flags, readonly)
                 );
             }
-            off += 64;
         }
     }
     #[cfg(not(all(target_arch = "x86_64", not(miri))))]
     let _ = (b, size);
+}
+
+/// Whether the CPU has PREFETCHW (CPUID 8000_0001h, ECX bit 8), read once.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[inline(always)]
+fn has_prefetchw() -> bool {
+    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+    static KNOWN: AtomicU8 = AtomicU8::new(0);
+    match KNOWN.load(Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            use std::arch::x86_64::{__cpuid, __get_cpuid_max};
+            // CPUID exists on every x86-64 CPU; the extended leaf is read
+            // only if the CPU reports it.
+            let has = __get_cpuid_max(0x8000_0000).0 >= 0x8000_0001
+                && __cpuid(0x8000_0001).ecx & (1 << 8) != 0;
+            KNOWN.store(if has { 2 } else { 1 }, Relaxed);
+            has
+        }
+    }
 }
 
 /// Returns a block to the allocator (under loom: leaks it, since loom's

@@ -134,6 +134,8 @@ impl Looper {
         loop {
             if main.woken.swap(false, Ordering::AcqRel) {
                 if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+                    // The next caller has no future of this one's.
+                    self.core.main_ready.set(false);
                     return out;
                 }
             }

@@ -92,7 +92,7 @@ pub(crate) struct Remote {
     /// Backlog watermarks (`flood.rs`), if set.
     pub(crate) flood: Option<Arc<Flood>>,
     /// The backlog as the loop last counted it (for `Handle::backlog`
-    /// without watermarks); written once per batch, on a line of its own.
+    /// without watermarks); written at each batch that looks at the queue, on a line of its own.
     pub(crate) backlog: CachePadded<AtomicU64>,
     /// Tasks' references to this value, counted without an RMW on the
     /// loop thread (`share.rs`), on a line of their own.
