@@ -161,7 +161,8 @@ pub struct Stats {
     /// Posted messages pending now (the backlog the watermarks limit):
     /// `posted - messages_run - cancelled - removed - messages_dropped`.
     pub backlog: u64,
-    /// The largest `backlog` seen at the start of a batch.
+    /// The largest `backlog` seen when a batch looked at the queue (a busy
+    /// loop looks at least once in 32 batches or 20 µs).
     pub backlog_peak: u64,
     /// Posts refused with [`PostError::Full`](crate::PostError::Full).
     pub refused_full: u64,
