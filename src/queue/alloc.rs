@@ -225,7 +225,7 @@ loom::thread_local! {
 /// recycled block was last written by the consumer, on the other core; the
 /// push that writes it next would otherwise wait for each of its lines
 /// there (BENCHMARKS.md, "A busy loop's looks"). A hint only: it reads
-/// and writes nothing (`prefetchw` is a no-op on CPUs without it).
+/// and writes nothing, and is issued only where CPUID reports PREFETCHW.
 #[inline(always)]
 fn prefetch_for_write(b: NonNull<u8>, size: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
