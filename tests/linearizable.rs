@@ -39,11 +39,14 @@
 //!   map's `seq` is the number; the entry is there from the publication.
 //!   A thread's first push without a ticket registers its lane before
 //!   either.
-//! * A pop's sweep also adopts the lanes registered so far. Its take is
-//!   the least of what its sweeps brought and the heads of the lanes it
-//!   adopted (it may adopt those registered since first); if that is a
-//!   lane's item, it adopts every registered lane and sweeps the stack
-//!   again first, and takes the least of all.
+//! * A pop's sweep also adopts the lanes registered so far. The pop then
+//!   reads the lanes it adopted (it may adopt those registered since
+//!   first), once or more: the lane items it may take are those published
+//!   by its last read (a pop whose read finds nothing to take does not
+//!   read again; a later publish waits for the next sweep, as a push onto
+//!   the stack does). Its take is the least of what its sweeps brought and
+//!   the lane items it read that are still there; if that is a lane's
+//!   item, it sweeps the stack again first, and takes the least of all.
 //! * A walk may also remove a matching lane item published after it
 //!   started (it reads each lane up to the first empty slot as it goes).
 //!
@@ -67,6 +70,8 @@
 //! # every operation overlaps another, where real threads on two shared
 //! # cores overlap rarely):
 //! RUSTFLAGS="--cfg shuttle" cargo test --release --test linearizable
+//! # Replay the schedule of a failure shuttle printed ("failing seed"):
+//! DELILOOP_SHUTTLE_SEED=... RUSTFLAGS="--cfg shuttle" cargo test --release --test linearizable with_lanes
 //! ```
 
 use std::collections::{BTreeMap, HashSet};
@@ -402,6 +407,7 @@ struct Checker<'a> {
 impl Checker<'_> {
     fn stages(&self, c: &Call) -> u8 {
         match c {
+            Call::Pop { .. } if self.lanes => 3,
             Call::Pop { .. } | Call::RemoveTag { .. } => 2,
             Call::Push {
                 front: false,
@@ -445,6 +451,51 @@ impl Checker<'_> {
             }
         }
         false
+    }
+
+    /// A pop's take, on a queue with lanes: the least of the stack's
+    /// entries its sweeps brought and the lane items it read (`p.snapshot`)
+    /// that are still there; before it takes a lane's item it sweeps the
+    /// stack again (and adopts every lane), and takes what that brings if
+    /// it comes first.
+    fn take_with_lanes(&self, m: &Model, p: &Progress, op: &Op) -> Vec<(Model, Progress)> {
+        let Call::Pop { t } = op.call else {
+            unreachable!()
+        };
+        let mut m = m.clone();
+        let first = |m: &Model| {
+            m.map
+                .iter()
+                .find(|(_, v)| {
+                    if v.lane {
+                        p.snapshot.contains(&v.id)
+                    } else {
+                        v.seen
+                    }
+                })
+                .map(|(k, v)| (*k, v.lane))
+        };
+        let mut pick = first(&m);
+        if let Some((k, true)) = pick {
+            if k.0 <= t {
+                m.adopted = m.registered;
+                m.map.values_mut().for_each(|v| v.seen = true);
+                pick = first(&m);
+            }
+        }
+        let got = match pick {
+            Some((k, _)) if k.0 <= t => Some(m.map.remove(&k).expect("present").id),
+            _ => None,
+        };
+        if op.ret != Ret::Item(got) {
+            return vec![];
+        }
+        let q = Progress {
+            stage: 3,
+            snapshot: Vec::new(),
+            ..p.clone()
+        };
+        vec![(m, q)]
     }
 
     /// The possible next steps of `op`: the model after each, and the
@@ -545,13 +596,13 @@ impl Checker<'_> {
                 m.adopted = m.registered;
                 vec![(m, done(p))]
             }
-            // With lanes: a pop takes the least of what its sweep brought
-            // and the heads of the lanes it adopted (it may adopt those
-            // registered since, as a pick that finds its only lane empty
-            // does); before it takes a lane's item it adopts the lanes
-            // registered since and sweeps the stack again, and takes what
-            // that brings if it comes first.
-            (&Call::Pop { t }, 1) if self.lanes => {
+            // With lanes, a pop reads the lanes it adopted (it may adopt
+            // those registered since first, as a pick that finds its only
+            // lane empty does): the lane items it can take are those
+            // published by then. A pop that finds no lane item to take does
+            // not read the lanes again (a later publish waits for the next
+            // sweep); one that does may read them again before it takes.
+            (Call::Pop { .. }, 1 | 2) if self.lanes => {
                 let mut out = Vec::new();
                 for adopt in [false, true] {
                     let mut m = m.clone();
@@ -561,36 +612,21 @@ impl Checker<'_> {
                         }
                         m.adopted = m.registered;
                     }
-                    let visible = |m: &Model, v: &Entry| {
-                        if v.lane {
-                            m.adopted & (1 << (v.id / 1000)) != 0
-                        } else {
-                            v.seen
-                        }
-                    };
-                    let mut first = m
+                    let snapshot = m
                         .map
-                        .iter()
-                        .find(|(_, v)| visible(&m, v))
-                        .map(|(k, v)| (*k, v.lane));
-                    if let Some((k, true)) = first {
-                        if k.0 <= t {
-                            m.adopted = m.registered;
-                            m.map.values_mut().for_each(|v| v.seen = true);
-                            first = m
-                                .map
-                                .iter()
-                                .find(|(_, v)| visible(&m, v))
-                                .map(|(k, v)| (*k, v.lane));
-                        }
-                    }
-                    let got = match first {
-                        Some((k, _)) if k.0 <= t => Some(m.map.remove(&k).expect("present").id),
-                        _ => None,
+                        .values()
+                        .filter(|v| v.lane && m.adopted & (1 << (v.id / 1000)) != 0)
+                        .map(|v| v.id)
+                        .collect();
+                    let q = Progress {
+                        stage: 2,
+                        snapshot,
+                        ..p.clone()
                     };
-                    if op.ret == Ret::Item(got) {
-                        out.push((m, done(p)));
-                    }
+                    out.push((m, q));
+                }
+                if stage == 2 {
+                    out.extend(self.take_with_lanes(m, p, op));
                 }
                 out
             }
@@ -854,6 +890,9 @@ fn shuttle_histories(lanes: bool) {
     let (o, st, u) = (overlapped.clone(), steps.clone(), undecided.clone());
     let body = move || {
         let seed: u64 = shuttle::rand::Rng::gen(&mut shuttle::rand::thread_rng());
+        if std::env::var_os("DELILOOP_SHUTTLE_SEED").is_some() {
+            eprintln!("replaying history {seed}");
+        }
         let ops = history(
             lanes,
             seed,
@@ -868,7 +907,15 @@ fn shuttle_histories(lanes: bool) {
         };
         o.fetch_add(overlapping(&ops), SeqCst);
     };
-    let random = shuttle::scheduler::RandomScheduler::new(histories);
+    // `DELILOOP_SHUTTLE_SEED`: replay the schedule a failure printed.
+    let replay = std::env::var("DELILOOP_SHUTTLE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let histories = if replay.is_some() { 1 } else { histories };
+    let random = match replay {
+        Some(seed) => shuttle::scheduler::RandomScheduler::new_from_seed(seed, 1),
+        None => shuttle::scheduler::RandomScheduler::new(histories),
+    };
     shuttle::Runner::new(random, config).run(body);
     let queue = if lanes { "with lanes" } else { "without lanes" };
     let undecided = undecided.load(SeqCst) as usize;
