@@ -30,7 +30,7 @@ if ! err=$(rustup +nightly component add miri rust-src 2>&1); then
   exit 0
 fi
 
-queue_tests=(queue queue_lanes queue_model queue_stress)
+queue_tests=(queue queue_lanes queue_model queue_stress linearizable)
 runtime_tests=(android cancel cross_thread embed fairness faults flood liveness observe panic
   post_alloc pressure quit spawn timer trace)
 echo "SKIP miri io, io_fd_limit, compat: Miri has no TCP or UDP sockets, and no ioctl(FIONBIO) on a socketpair"
