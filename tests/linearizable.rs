@@ -196,35 +196,18 @@ impl Actor {
         let front = rng.gen_ratio(1, 8);
         let when = if front { 0 } else { rng.gen_range(0..40) };
         let tag = rng.gen_range(0..TAGS);
-        if self.lanes && !front && rng.gen_ratio(1, 2) {
+        // Half the non-front pushes to a queue with lanes are due now and
+        // without a ticket (a lane may take them); the rest have a ticket.
+        let ticketless = self.lanes && !front && rng.gen_ratio(1, 2);
+        let (lane, registers) = if ticketless {
             let lane = when >= self.lane_when;
             if lane {
                 self.lane_when = when;
             }
-            let registers = !self.registered;
-            self.registered = true;
-            record(
-                clock,
-                self.thread,
-                &mut self.log,
-                Call::Push {
-                    id,
-                    when,
-                    tag,
-                    front,
-                    lane,
-                    registers,
-                },
-                || {
-                    let _ = p
-                        .push_with(id, Push::due_now(when).tag(tag))
-                        .expect("never closed");
-                    Ret::Unit
-                },
-            );
-            return;
-        }
-        let opts = if front { Push::front() } else { Push::at(when) }.tag(tag);
+            (lane, !std::mem::replace(&mut self.registered, true))
+        } else {
+            (false, false)
+        };
         let mut ticket = None;
         record(
             clock,
@@ -235,15 +218,23 @@ impl Actor {
                 when,
                 tag,
                 front,
-                lane: false,
-                registers: false,
+                lane,
+                registers,
             },
             || {
-                ticket = Some(p.push_cancellable(id, opts).expect("never closed").0);
+                if ticketless {
+                    let opts = Push::due_now(when).tag(tag);
+                    let _ = p.push_with(id, opts).expect("never closed");
+                } else {
+                    let opts = if front { Push::front() } else { Push::at(when) }.tag(tag);
+                    ticket = Some(p.push_cancellable(id, opts).expect("never closed").0);
+                }
                 Ret::Unit
             },
         );
-        self.tickets.push((id, ticket.unwrap()));
+        if let Some(ticket) = ticket {
+            self.tickets.push((id, ticket));
+        }
     }
 
     fn cancel(&mut self, clock: &AtomicU64, rng: &mut StdRng) {
