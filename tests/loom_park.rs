@@ -59,6 +59,56 @@ fn post_vs_park_no_lost_wakeup() {
     });
 }
 
+/// Each wake-up a producer is told to make is for a sleep the loop counts:
+/// a real one, or one `prepare_sleep` called off after the producer had
+/// claimed it (`take_wake_claimed`; the runtime then polls without waiting,
+/// modelled as not waiting at all). The count is `Stats::parks`, the
+/// wake-ups `Stats::wakeups`: at most one per park.
+#[test]
+fn every_wakeup_has_a_counted_park() {
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    loom::model(|| {
+        let mut q = DeliQueue::new();
+        let eventfd = Arc::new(Notify::new());
+        let wakeups = Arc::new(AtomicUsize::new(0));
+        let producer = {
+            let p = q.producer();
+            let (eventfd, wakeups) = (eventfd.clone(), wakeups.clone());
+            thread::spawn(move || {
+                for i in 0..2u32 {
+                    if p.push(i, 0).unwrap().wake {
+                        wakeups.fetch_add(1, Ordering::Relaxed);
+                        eventfd.notify();
+                    }
+                }
+            })
+        };
+        let mut parks = 0;
+        let mut got = 0;
+        loop {
+            while q.pop_due(10).is_some() {
+                got += 1;
+            }
+            if got == 2 {
+                break;
+            }
+            if q.prepare_sleep(None) {
+                parks += 1;
+                eventfd.wait();
+                q.wake();
+            } else if q.take_wake_claimed() {
+                parks += 1;
+            }
+        }
+        producer.join().unwrap();
+        assert!(
+            wakeups.load(Ordering::Relaxed) <= parks,
+            "{} wake-ups, {parks} parks",
+            wakeups.load(Ordering::Relaxed)
+        );
+    });
+}
+
 #[test]
 fn post_earlier_than_the_deadline_wakes_the_sleeper() {
     loom::model(|| {

@@ -131,6 +131,9 @@ pub struct DeliQueue<T> {
     numbers: Vec<i64>,
     /// Maintains since the lanes' own upkeep last ran (`maintain_at`).
     lane_upkeep: u32,
+    /// The last sleep was called off by `prepare_sleep` after a producer
+    /// had claimed its wake-up ([`take_wake_claimed`](Self::take_wake_claimed)).
+    wake_claimed: bool,
     /// The lanes may hold an item the pops could take: set by every
     /// maintain that has lanes and when a removed barrier is cleared,
     /// cleared by a pick that finds none (in a pop or `peek_deadline`).
@@ -209,6 +212,7 @@ impl<T> DeliQueue<T> {
             numbered,
             numbers: Vec::new(),
             lane_upkeep: 0,
+            wake_claimed: false,
             lanes_busy: false,
         }
     }
@@ -612,10 +616,33 @@ impl<T> DeliQueue<T> {
             || !self.shared.free_latest().is_null()
             || (self.numbered && self.lanes_have_work(held, deadline))
         {
-            self.shared.wait.wake();
+            self.wake_claimed = self.shared.wait.wake();
             return false;
         }
         true
+    }
+
+    /// After [`prepare_sleep`](Self::prepare_sleep) returned false (or
+    /// [`prepare_idle`](Self::prepare_idle) returned [`Idle::Due`]): whether
+    /// a producer had already been told [`Pushed::wake`](super::Pushed::wake)
+    /// for the sleep the call announced and then called off. That producer
+    /// makes its wake-up call though the consumer never slept: a consumer
+    /// that counts its sleeps counts this one too, and may take the wake-up
+    /// now (a poll that does not wait) rather than let it end its next sleep
+    /// early. Cleared by this call.
+    ///
+    /// ```
+    /// use deliloop::queue::DeliQueue;
+    ///
+    /// let mut q = DeliQueue::<u32>::new();
+    /// let p = q.producer();
+    /// assert!(q.prepare_sleep(None));
+    /// assert!(p.push(1, 0).unwrap().wake); // told to wake the sleeper
+    /// assert!(q.wake(), "this sleep's wake-up was claimed");
+    /// assert!(!q.take_wake_claimed(), "prepare_sleep called nothing off");
+    /// ```
+    pub fn take_wake_claimed(&mut self) -> bool {
+        std::mem::take(&mut self.wake_claimed)
     }
 
     /// The consumer's decision to go idle, in one call: sweeps, and if
@@ -662,9 +689,11 @@ impl<T> DeliQueue<T> {
             })
     }
 
-    /// Marks the consumer awake after a sleep.
-    pub fn wake(&mut self) {
-        self.shared.wait.wake();
+    /// Marks the consumer awake after a sleep. True if a producer was told
+    /// [`Pushed::wake`](super::Pushed::wake) for this sleep: its wake-up
+    /// call comes (or came) even if the consumer woke for another reason.
+    pub fn wake(&mut self) -> bool {
+        self.shared.wait.wake()
     }
 
     /// Sweeps new pushes into the heap, processes cancellations, compacts

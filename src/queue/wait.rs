@@ -85,18 +85,21 @@ impl WaitWord {
     }
 
     /// Consumer: back awake (by timeout, by a wake-up, or because it saw
-    /// work before sleeping).
-    pub(crate) fn wake(&self) {
+    /// work before sleeping). True if a producer's CAS woke this sleep:
+    /// that producer makes (or has made) the sleep's wake-up syscall, even
+    /// if the consumer never slept.
+    pub(crate) fn wake(&self) -> bool {
         let mut cur = self.word.load(Ordering::Acquire);
         while cur & ASLEEP != 0 {
             match self
                 .word
                 .compare_exchange_weak(cur, 0, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return,
+                Ok(_) => return false,
                 Err(actual) => cur = actual,
             }
         }
+        cur == 1
     }
 
     /// Producer, after publishing an item due at `when`: whether the caller

@@ -6,7 +6,11 @@
 //! `(when, seq)` order) up to the budget, then, if nothing was ready,
 //! compute the next deadline and park in `epoll_wait` with a `timerfd`
 //! armed to it. A post to a busy loop costs one CAS and no syscall; a post
-//! to a parked loop makes at most one wake-up per park.
+//! to a parked loop makes at most one wake-up per park. A sleep announced
+//! and then called off (work arrived before the loop slept) after a poster
+//! claimed its wake-up still gets that wake-up: the loop takes it at once
+//! in a poll that does not wait, counted as a park, rather than let it end
+//! its next sleep early.
 
 use std::time::{Duration, Instant};
 
@@ -85,13 +89,20 @@ impl Core {
             }
         });
         if !queue.prepare_sleep(wake_at) {
+            if queue.take_wake_claimed() {
+                drop(queue);
+                self.take_claimed_wake();
+            }
             return;
         }
         // Same-thread wakes (of the main future, or of a task whose waker
         // a payload dropped by the sweep above held) reach the flag or the
         // local lane without a push: look at both after announcing the sleep.
         if self.has_ready(main) {
-            queue.wake();
+            if queue.wake() {
+                drop(queue);
+                self.take_claimed_wake();
+            }
             return;
         }
         // A producer queued up for room since `waiters` was read: go round
@@ -103,7 +114,10 @@ impl Core {
                 .as_ref()
                 .is_some_and(|f| f.waiting_after_sleep())
         {
-            queue.wake();
+            if queue.wake() {
+                drop(queue);
+                self.take_claimed_wake();
+            }
             return;
         }
         drop(queue);
@@ -113,6 +127,19 @@ impl Core {
         self.parker.borrow_mut().park(sleep);
         self.io_deliver();
         self.queue.borrow_mut().wake();
+    }
+
+    /// A sleep called off after a producer claimed its wake-up: that
+    /// producer makes the wake-up call anyway. Take it now, in a poll that
+    /// does not wait (counted as a park: each wake-up call then has a park
+    /// of its own, `Stats::wakeups`), rather than let it end the next
+    /// sleep at once. (If the call has not landed yet, the next park ends
+    /// early, as before, and is counted too.)
+    fn take_claimed_wake(&self) {
+        Counters::bump(&self.counters.parks);
+        self.trace_park(self.now_ticks());
+        self.parker.borrow_mut().park(Some(Duration::ZERO));
+        self.io_deliver();
     }
 
     /// Spins up to the configured time; true if work showed up.

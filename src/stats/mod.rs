@@ -110,9 +110,14 @@ pub struct Stats {
     pub timers_fired: u64,
     /// Posted closures that panicked (the loop caught the panic and went on).
     pub message_panics: u64,
-    /// Times the loop thread went to sleep in `epoll_wait`.
+    /// Times the loop thread went to sleep in `epoll_wait`, counting a
+    /// sleep it announced and then called off because work arrived after a
+    /// poster had already claimed its wake-up (the loop then takes that
+    /// wake-up in a poll that does not wait).
     pub parks: u64,
-    /// Wake-up syscalls made by posters: at most one per park.
+    /// Wake-up syscalls made by posters: at most one per park
+    /// (`tests/cross_thread.rs`,
+    /// `posts_to_a_busy_loop_make_no_more_wakeups_than_parks`).
     pub wakeups: u64,
     /// Queue entries (messages, timers, scheduled tasks) dropped by quit or
     /// by dropping the looper, each counted once.
