@@ -695,6 +695,37 @@ fn registry_one_thread(m: u64) -> (f64, f64) {
     (push, pop)
 }
 
+/// The same rounds through the queue with lanes (`push(i, 0)`, then
+/// `maintain` and `pop_swept` until it is empty), on this thread: the
+/// queue's own layers over the lane pieces, without a second core.
+fn queue_one_thread(m: u64) -> (f64, f64) {
+    let (mut push, mut pop) = (f64::MAX, f64::MAX);
+    for _ in 0..5 {
+        let mut q = DeliQueue::<u64>::with_lanes();
+        let p = q.producer();
+        let (mut pushing, mut popping) = (0.0, 0.0);
+        let mut got = 0;
+        for round in 0..m / 256 {
+            let t0 = Instant::now();
+            for i in round * 256..(round + 1) * 256 {
+                let _ = p.push(std::hint::black_box(i), 0).unwrap();
+            }
+            let t1 = Instant::now();
+            q.maintain();
+            while let Some(e) = q.pop_swept(0) {
+                std::hint::black_box(e.item);
+                got += 1;
+            }
+            pushing += (t1 - t0).as_nanos() as f64;
+            popping += t1.elapsed().as_nanos() as f64;
+        }
+        assert_eq!(got, m / 256 * 256, "each item once");
+        push = push.min(pushing / got as f64);
+        pop = pop.min(popping / got as f64);
+    }
+    (push, pop)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -708,11 +739,16 @@ fn main() {
         .max(1);
     let m = 500_000;
     // `-- one-thread`: only the one-thread figures through the built
-    // pieces (for `valgrind --tool=callgrind`).
+    // pieces (for `valgrind --tool=callgrind`); `-- one-thread queue` adds
+    // the queue with lanes.
     #[cfg(feature = "internals")]
     if std::env::args().any(|a| a == "one-thread") {
         let (push, pop) = registry_one_thread(100_000);
         println!("lanes via local.rs + registry.rs on one thread: push {push:5.1} ns/item, pop {pop:5.1} ns/item");
+        if std::env::args().any(|a| a == "queue") {
+            let (push, pop) = queue_one_thread(100_000);
+            println!("deliloop queue with lanes on one thread: push {push:5.1} ns/item, pop {pop:5.1} ns/item");
+        }
         return;
     }
     pin_to(0);
@@ -733,6 +769,10 @@ fn main() {
         let (push, pop) = lanes_one_thread(m);
         println!(
             "lanes on one thread, {m:>7} items: push {push:5.1} ns/item, pop {pop:5.1} ns/item"
+        );
+        let (push, pop) = queue_one_thread(m);
+        println!(
+            "deliloop queue with lanes on one thread, {m:>7} items: push {push:5.1} ns/item, pop {pop:5.1} ns/item"
         );
         #[cfg(feature = "internals")]
         {

@@ -157,7 +157,7 @@ pub(crate) fn pick<T>(
 /// lanes' items from its own key on. `allowed` must hold back every key
 /// above one it holds back, in a class (each lane is in key order, so a
 /// lane whose head is held is held whole and needs no second look).
-#[inline]
+#[inline(always)]
 pub(crate) fn pick_within<T>(
     lanes: &mut Lanes<T>,
     reg: &Registry<T>,

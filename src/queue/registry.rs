@@ -277,7 +277,7 @@ impl<T> Lanes<T> {
     /// The head of the lane at position `i` (below
     /// [`slots`](Self::slots)): EMPTY, queued or dead; `None` for a
     /// retired lane. `latest` reads it with an RMW.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn head(&mut self, reg: &Registry<T>, i: usize, latest: bool) -> Option<Head> {
         let a = &mut self.list[i];
         let reader = a.reader.as_mut()?;
