@@ -7,7 +7,7 @@
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_park`
 #![cfg(loom)]
 
-use deliloop::queue::DeliQueue;
+use deliloop::queue::{DeliQueue, Push};
 use loom::sync::{Arc, Notify};
 use loom::thread;
 
@@ -66,9 +66,20 @@ fn post_vs_park_no_lost_wakeup() {
 /// wake-ups `Stats::wakeups`: at most one per park.
 #[test]
 fn every_wakeup_has_a_counted_park() {
+    every_wakeup_has_a_counted_park_on(DeliQueue::new);
+}
+
+/// The same on a queue with lanes (the runtime's): due-now pushes go to
+/// the producer's lane, and the sleep check reads the lanes.
+#[test]
+fn every_wakeup_has_a_counted_park_with_lanes() {
+    every_wakeup_has_a_counted_park_on(DeliQueue::with_lanes);
+}
+
+fn every_wakeup_has_a_counted_park_on(make: fn() -> DeliQueue<u32>) {
     use loom::sync::atomic::{AtomicUsize, Ordering};
-    loom::model(|| {
-        let mut q = DeliQueue::new();
+    loom::model(move || {
+        let mut q = make();
         let eventfd = Arc::new(Notify::new());
         let wakeups = Arc::new(AtomicUsize::new(0));
         let producer = {
@@ -76,7 +87,7 @@ fn every_wakeup_has_a_counted_park() {
             let (eventfd, wakeups) = (eventfd.clone(), wakeups.clone());
             thread::spawn(move || {
                 for i in 0..2u32 {
-                    if p.push(i, 0).unwrap().wake {
+                    if p.push_with(i, Push::due_now(0)).unwrap().wake {
                         wakeups.fetch_add(1, Ordering::Relaxed);
                         eventfd.notify();
                     }

@@ -599,6 +599,7 @@ impl<T> DeliQueue<T> {
     /// [`wake`](Self::wake). Pushes due before `deadline` report
     /// [`Pushed::wake`](super::Pushed::wake) to exactly one producer.
     pub fn prepare_sleep(&mut self, deadline: Option<u64>) -> bool {
+        self.wake_claimed = false;
         self.flush_recycled();
         if self.numbered {
             // The lanes' upkeep before a sleep too, so the lanes of threads
@@ -639,6 +640,7 @@ impl<T> DeliQueue<T> {
     /// assert!(q.prepare_sleep(None));
     /// assert!(p.push(1, 0).unwrap().wake); // told to wake the sleeper
     /// assert!(q.wake(), "this sleep's wake-up was claimed");
+    /// assert!(!q.wake(), "reported once");
     /// assert!(!q.take_wake_claimed(), "prepare_sleep called nothing off");
     /// ```
     pub fn take_wake_claimed(&mut self) -> bool {
@@ -666,6 +668,7 @@ impl<T> DeliQueue<T> {
     /// assert_eq!(q.prepare_idle(10, None), Idle::Due);
     /// ```
     pub fn prepare_idle(&mut self, now: u64, also: Option<u64>) -> Idle {
+        self.wake_claimed = false;
         let deadline = match (self.next_deadline(), also) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -13,10 +13,12 @@
 //!                one wake-up syscall of this sleep)
 //! ```
 //!
-//! Who writes it: the consumer (`sleep`: a swap; `wake`: a CAS back to 0)
-//! and producers (`needs_wake`: a CAS from asleep to 1). The value 1 is
-//! informational only; nothing counts wake-ups here (the runtime counts its
-//! wake syscalls itself).
+//! Who writes it: the consumer (`sleep`: a swap; `wake`: a CAS, or from 1
+//! a swap, back to 0) and producers (`needs_wake`: a CAS from asleep to
+//! 1). `wake` reports the 1: a producer claimed the sleep and makes its
+//! wake-up call even if the consumer called the sleep off without
+//! sleeping, so the runtime counts that sleep as a park (its wake syscalls
+//! are counted where they are made).
 //!
 //! The consumer stores "asleep until D", then re-reads the stack top (and
 //! the free list) with an RMW. A producer CASes its node onto the stack (a
@@ -99,7 +101,10 @@ impl WaitWord {
                 Err(actual) => cur = actual,
             }
         }
-        cur == 1
+        // Back to 0, so a second `wake` without a sleep between reports
+        // nothing. Producers CAS only from asleep: only the consumer
+        // writes the word now.
+        cur == 1 && self.word.swap(0, Ordering::AcqRel) == 1
     }
 
     /// Producer, after publishing an item due at `when`: whether the caller

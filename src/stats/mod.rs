@@ -115,9 +115,14 @@ pub struct Stats {
     /// poster had already claimed its wake-up (the loop then takes that
     /// wake-up in a poll that does not wait).
     pub parks: u64,
-    /// Wake-up syscalls made by posters: at most one per park
-    /// (`tests/cross_thread.rs`,
-    /// `posts_to_a_busy_loop_make_no_more_wakeups_than_parks`).
+    /// Wake-up syscalls made by posters: at most one per park while the
+    /// loop parks itself (`run`, `block_on`, `turn`;
+    /// `tests/cross_thread.rs`,
+    /// `posts_to_a_busy_loop_make_no_more_wakeups_than_parks`). Also
+    /// counted, with no park of their own: a wake of `block_on`'s future
+    /// from another thread once the looper has quit, and, for a loop
+    /// embedded in a host, each time a host call ends with work left (the
+    /// host waits, so no park is counted there).
     pub wakeups: u64,
     /// Queue entries (messages, timers, scheduled tasks) dropped by quit or
     /// by dropping the looper, each counted once.
