@@ -661,69 +661,84 @@ fn lanes_one_thread(m: u64) -> (f64, f64) {
     (push, pop)
 }
 
-/// The same through `src/queue/local.rs` and `src/queue/registry.rs`:
-/// pushes by this thread through its thread-local entry, pops by the
-/// consumer's pick over the registry's lanes, in rounds of 256 (blocks
-/// recycled); best of 5.
-#[cfg(feature = "internals")]
-fn registry_one_thread(m: u64) -> (f64, f64) {
-    use deliloop::__registry_bench::home;
-    let (mut push, mut pop) = (f64::MAX, f64::MAX);
+/// Times `m` items pushed on this thread and popped by the same thread,
+/// in rounds of 256 popped before the next round (blocks go back to the
+/// producer: the steady state of a loop keeping pace); best of 5 of
+/// (push, pop) ns per item. `make` builds a fresh queue for each try,
+/// `drain` pops all it holds and says how many.
+fn best_of_rounds<S>(
+    m: u64,
+    mut make: impl FnMut() -> S,
+    mut push: impl FnMut(&mut S, u64),
+    mut drain: impl FnMut(&mut S) -> u64,
+) -> (f64, f64) {
+    let (mut best_push, mut best_pop) = (f64::MAX, f64::MAX);
     for _ in 0..5 {
-        let (h, mut consumer) = home();
+        let mut s = make();
         let (mut pushing, mut popping) = (0.0, 0.0);
         let mut got = 0;
-        // Rounds of 256 items, popped before the next round: blocks go
-        // back to the producer (the steady state of a loop keeping pace).
         for round in 0..m / 256 {
             let t0 = Instant::now();
             for i in round * 256..(round + 1) * 256 {
-                assert!(h.push(std::hint::black_box(i)));
+                push(&mut s, std::hint::black_box(i));
             }
             let t1 = Instant::now();
-            while let Some(v) = consumer.pop() {
-                std::hint::black_box(v);
-                got += 1;
-            }
+            got += drain(&mut s);
             pushing += (t1 - t0).as_nanos() as f64;
             popping += t1.elapsed().as_nanos() as f64;
         }
         assert_eq!(got, m / 256 * 256, "each item once");
-        push = push.min(pushing / got as f64);
-        pop = pop.min(popping / got as f64);
+        best_push = best_push.min(pushing / got as f64);
+        best_pop = best_pop.min(popping / got as f64);
     }
-    (push, pop)
+    (best_push, best_pop)
+}
+
+/// The same through `src/queue/local.rs` and `src/queue/registry.rs`:
+/// pushes by this thread through its thread-local entry, pops by the
+/// consumer's pick over the registry's lanes.
+#[cfg(feature = "internals")]
+fn registry_one_thread(m: u64) -> (f64, f64) {
+    use deliloop::__registry_bench::home;
+    best_of_rounds(
+        m,
+        home,
+        |(h, _), i| assert!(h.push(i)),
+        |(_, consumer)| {
+            let mut got = 0;
+            while let Some(v) = consumer.pop() {
+                std::hint::black_box(v);
+                got += 1;
+            }
+            got
+        },
+    )
 }
 
 /// The same rounds through the queue with lanes (`push(i, 0)`, then
 /// `maintain` and `pop_swept` until it is empty), on this thread: the
 /// queue's own layers over the lane pieces, without a second core.
 fn queue_one_thread(m: u64) -> (f64, f64) {
-    let (mut push, mut pop) = (f64::MAX, f64::MAX);
-    for _ in 0..5 {
-        let mut q = DeliQueue::<u64>::with_lanes();
-        let p = q.producer();
-        let (mut pushing, mut popping) = (0.0, 0.0);
-        let mut got = 0;
-        for round in 0..m / 256 {
-            let t0 = Instant::now();
-            for i in round * 256..(round + 1) * 256 {
-                let _ = p.push(std::hint::black_box(i), 0).unwrap();
-            }
-            let t1 = Instant::now();
+    best_of_rounds(
+        m,
+        || {
+            let q = DeliQueue::<u64>::with_lanes();
+            let p = q.producer();
+            (q, p)
+        },
+        |(_, p), i| {
+            let _ = p.push(i, 0).unwrap();
+        },
+        |(q, _)| {
             q.maintain();
+            let mut got = 0;
             while let Some(e) = q.pop_swept(0) {
                 std::hint::black_box(e.item);
                 got += 1;
             }
-            pushing += (t1 - t0).as_nanos() as f64;
-            popping += t1.elapsed().as_nanos() as f64;
-        }
-        assert_eq!(got, m / 256 * 256, "each item once");
-        push = push.min(pushing / got as f64);
-        pop = pop.min(popping / got as f64);
-    }
-    (push, pop)
+            got
+        },
+    )
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -88,34 +88,24 @@ impl Core {
                 w
             }
         });
-        if !queue.prepare_sleep(wake_at) {
-            if queue.take_wake_claimed() {
-                drop(queue);
-                self.take_claimed_wake();
-            }
-            return;
-        }
-        // Same-thread wakes (of the main future, or of a task whose waker
-        // a payload dropped by the sweep above held) reach the flag or the
-        // local lane without a push: look at both after announcing the sleep.
-        if self.has_ready(main) {
-            if queue.wake() {
-                drop(queue);
-                self.take_claimed_wake();
-            }
-            return;
-        }
-        // A producer queued up for room since `waiters` was read: go round
-        // once more, to park at most `RETRY` (flood.rs).
-        if !waiters
-            && self
-                .remote
-                .flood
-                .as_ref()
-                .is_some_and(|f| f.waiting_after_sleep())
-        {
-            if queue.wake() {
-                drop(queue);
+        // Three ways to call the sleep off, each told whether a producer
+        // had already claimed its wake-up (`take_claimed_wake`).
+        let called_off = if !queue.prepare_sleep(wake_at) {
+            Some(queue.take_wake_claimed())
+        } else if self.has_ready(main) || (!waiters && self.flood_waiting_after_sleep()) {
+            // Same-thread wakes (of the main future, or of a task whose
+            // waker a payload dropped by the sweep above held) reach the
+            // flag or the local lane without a push: look at both after
+            // announcing the sleep. And a producer queued up for room since
+            // `waiters` was read: go round once more, to park at most
+            // `RETRY` (flood.rs).
+            Some(queue.wake())
+        } else {
+            None
+        };
+        if let Some(claimed) = called_off {
+            drop(queue);
+            if claimed {
                 self.take_claimed_wake();
             }
             return;
@@ -127,6 +117,14 @@ impl Core {
         self.parker.borrow_mut().park(sleep);
         self.io_deliver();
         self.queue.borrow_mut().wake();
+    }
+
+    /// A producer queued up for room after the sleep was announced.
+    fn flood_waiting_after_sleep(&self) -> bool {
+        self.remote
+            .flood
+            .as_ref()
+            .is_some_and(|f| f.waiting_after_sleep())
     }
 
     /// A sleep called off after a producer claimed its wake-up: that
