@@ -132,6 +132,12 @@ loom::thread_local! {
 /// making and registering the lane on the thread's first push there.
 /// `None` (and `f` not called) if the thread's list cannot be used now:
 /// the caller pushes on the stack.
+///
+/// The hint's entry is looked at inline; any other case (a miss, entries
+/// to prune) goes out of line to point the hint at the entry, and the look
+/// is made again. So a push to the queue the thread pushed to last pays
+/// for neither the search nor the pruned entries' drop, and `f` has one
+/// call site (it is inlined).
 #[inline]
 pub(crate) fn with_writer<T, O, R>(
     owner: &Arc<O>,
@@ -142,29 +148,60 @@ where
     O: HasLanes<T> + 'static,
 {
     let id = owner.home().id;
-    let mut pruned = Vec::new();
-    let out = LANES
-        .try_with(|cell| {
-            let mut local = cell.try_borrow_mut().ok()?;
-            let i = match local.entries.get(local.hint) {
-                Some(e) if e.id == id && e.class == class => local.hint,
-                _ => find_or_add(&mut local, owner, class, &mut pruned),
-            };
-            local.hint = i;
-            let e = &local.entries[i];
-            // SAFETY: the entry's id is `owner`'s, so its `held` is a
-            // `Held<T, O>`; the list is borrowed, so nobody else uses it.
-            let held = unsafe { &mut *(e.held as *mut Held<T, O>) };
-            Some(f(&mut held.writer))
-        })
-        .ok()
-        .flatten();
-    // Outside the borrow: a writer's or a queue's drop may push again.
-    drop(pruned);
-    out
+    let mut f = Some(f);
+    loop {
+        let hit = LANES.try_with(|cell| {
+            let local = cell.try_borrow_mut().ok()?;
+            match local.entries.get(local.hint) {
+                Some(e) if e.id == id && e.class == class => {
+                    // SAFETY: the entry's id is `owner`'s, so its `held` is
+                    // a `Held<T, O>`; the list is borrowed, so nobody else
+                    // uses it.
+                    let held = unsafe { &mut *(e.held as *mut Held<T, O>) };
+                    let f = f.take().expect("called once");
+                    Some(Some(f(&mut held.writer)))
+                }
+                _ => Some(None),
+            }
+        });
+        match hit {
+            Ok(Some(Some(out))) => return Some(out),
+            // Another pass: a drop of a pruned entry that pushes to
+            // another queue may have moved the hint (each pass prunes or
+            // finds, so the passes end).
+            Ok(Some(None)) if point_hint(owner, class) => continue,
+            // The list is busy (a push from a drop inside a lookup) or
+            // gone (thread exit).
+            _ => return None,
+        }
+    }
 }
 
+/// Points this thread's hint at its entry for `owner`'s queue and `class`
+/// (made and registered if there is none), pruning the entries of closed
+/// queues it passes; false if the list cannot be used now.
 #[cold]
+#[inline(never)]
+fn point_hint<T, O>(owner: &Arc<O>, class: u8) -> bool
+where
+    O: HasLanes<T> + 'static,
+{
+    let mut pruned = Vec::new();
+    let pointed = LANES
+        .try_with(|cell| {
+            let Ok(mut local) = cell.try_borrow_mut() else {
+                return false;
+            };
+            let i = find_or_add(&mut local, owner, class, &mut pruned);
+            local.hint = i;
+            true
+        })
+        .unwrap_or(false);
+    // Outside the borrow: a writer's or a queue's drop may push again.
+    drop(pruned);
+    pointed
+}
+
 fn find_or_add<T, O>(local: &mut Local, owner: &Arc<O>, class: u8, pruned: &mut Vec<Entry>) -> usize
 where
     O: HasLanes<T> + 'static,
@@ -331,11 +368,12 @@ mod tests {
         );
         // The next lookup (for `b`) prunes `a`: its last `Arc` drops after
         // the list is released, freeing its lane and the payload, which
-        // pushes to `b` again.
+        // pushes to `b` again, before the push that pruned it (the drop of
+        // `a` came first).
         assert!(push(&b, 0, 6));
         assert_eq!(a_dropped.load(std::sync::atomic::Ordering::SeqCst), 1);
         let mut lanes = Lanes::new();
-        assert_eq!(pop(&mut lanes, &b.0), [6, 5]);
+        assert_eq!(pop(&mut lanes, &b.0), [5, 6]);
         // SAFETY: the consumer's only hand-over.
         unsafe { lanes.hand_over(&b.0.registry) };
     }

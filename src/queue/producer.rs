@@ -119,6 +119,46 @@ impl Push {
     }
 }
 
+/// [`LanePush`](super::shared::LanePush) for a `'static` payload: the
+/// thread's writer for the queue and class, if it accepts a push due at
+/// `opts.when`. Called through the queue's function pointer (its own call,
+/// so a queue without lanes pays one load and a branch for it).
+pub(super) fn lane_push<T: Send + 'static>(
+    shared: &Arc<Shared<T>>,
+    item: T,
+    opts: &Push,
+) -> Result<Result<Pushed, Closed<T>>, T> {
+    let meta = Meta {
+        when: opts.when,
+        tag: opts.tag.unwrap_or(0),
+        flags: opts.node_flags(),
+    };
+    let class = u8::from(opts.asynchronous);
+    let mut item = Some(item);
+    let out = super::local::with_writer(shared, class, |w| {
+        if !w.accepts(meta.when, opts.due_now) {
+            return None;
+        }
+        let item = item.take().expect("taken once");
+        Some(w.push(&shared.home.order, item, meta))
+    })
+    .flatten();
+    match out {
+        Some(Outcome::Accepted(_)) => {
+            let kind = if opts.asynchronous {
+                WakeKind::Passes
+            } else {
+                WakeKind::SyncNumbered
+            };
+            Ok(Ok(Pushed {
+                wake: shared.wait.needs_wake(opts.when, kind),
+            }))
+        }
+        Some(Outcome::Refused(item)) => Ok(Err(Closed(item))),
+        None => Err(item.take().expect("not pushed")),
+    }
+}
+
 /// What a predicate sees of a pending item: never the payload, which only
 /// the consumer may touch.
 ///
@@ -295,7 +335,7 @@ impl<T> Producer<T> {
     pub fn push_with(&self, item: T, opts: Push) -> Result<Pushed, Closed<T>> {
         let item = match self.shared.lane_push {
             Some(lane_push) if !opts.front && !opts.barrier => {
-                match self.push_lane(lane_push, item, opts) {
+                match lane_push(&self.shared, item, &opts) {
                     Ok(done) => return done,
                     Err(item) => item,
                 }
@@ -303,37 +343,6 @@ impl<T> Producer<T> {
             _ => item,
         };
         self.push_node(item, opts, 0).map(|(_, pushed)| pushed)
-    }
-
-    /// The lane push of [`push_with`](Self::push_with), kept out of line
-    /// so a queue without lanes pays one load and a branch for it. `Err`
-    /// with the item if no lane takes it (it goes to the stack).
-    #[inline(never)]
-    fn push_lane(
-        &self,
-        lane_push: super::shared::LanePush<T>,
-        item: T,
-        opts: Push,
-    ) -> Result<Result<Pushed, Closed<T>>, T> {
-        let meta = Meta {
-            when: opts.when,
-            tag: opts.tag.unwrap_or(0),
-            flags: opts.node_flags(),
-        };
-        let class = u8::from(opts.asynchronous);
-        match lane_push(&self.shared, item, meta, class, opts.due_now)? {
-            Outcome::Accepted(_) => {
-                let kind = if opts.asynchronous {
-                    WakeKind::Passes
-                } else {
-                    WakeKind::SyncNumbered
-                };
-                Ok(Ok(Pushed {
-                    wake: self.shared.wait.needs_wake(opts.when, kind),
-                }))
-            }
-            Outcome::Refused(item) => Ok(Err(Closed(item))),
-        }
     }
 
     /// Pushes `item` and returns a [`Ticket`] that can cancel it.

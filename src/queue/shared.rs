@@ -33,21 +33,22 @@
 use std::ptr;
 
 use super::gate::Gate;
-use super::lane::Outcome;
 use super::local::LaneHome;
-use super::node::{Meta, Node, PAYLOAD_GONE, RETIRED};
+use super::node::{Node, PAYLOAD_GONE, RETIRED};
+use super::producer::{Closed, Push, Pushed};
 use super::wait::WaitWord;
 use crate::sync::{Arc, AtomicPtr, Ordering, UnsafeCell};
 use crate::util::CachePadded;
 
 pub(crate) const CLOSED: usize = 1;
 
-/// The push onto this thread's lane (`docs/lanes.md`): given the item,
-/// its key, its lane's class and whether its `when` is the pusher's clock
-/// now; `Err` with the item if no lane takes it (the caller pushes on the
-/// stack). Only made for `T: Send + 'static` ([`Shared::with_lanes`]): a
-/// thread's entry for its lane outlives any borrow the payload could hold.
-pub(crate) type LanePush<T> = fn(&Arc<Shared<T>>, T, Meta, u8, bool) -> Result<Outcome<T>, T>;
+/// The push onto this thread's lane (`docs/lanes.md`), the whole of it:
+/// given the item and its options, what the push returns (whether the
+/// consumer needs a wake-up, or the item back from a closed queue); `Err`
+/// with the item if no lane takes it (the caller pushes on the stack).
+/// Only made for `T: Send + 'static` ([`Shared::with_lanes`]): a thread's
+/// entry for its lane outlives any borrow the payload could hold.
+pub(crate) type LanePush<T> = fn(&Arc<Shared<T>>, T, &Push) -> Result<Result<Pushed, Closed<T>>, T>;
 
 /// Each shared word sits on a line of its own (`CachePadded`): a CAS on
 /// `top` by a producer does not take the line of the wait word the consumer
@@ -238,33 +239,9 @@ impl<T: Send + 'static> Shared<T> {
         let mut s = Shared::new();
         #[cfg(target_pointer_width = "64")]
         {
-            s.lane_push = Some(lane_push::<T>);
+            s.lane_push = Some(super::producer::lane_push::<T>);
         }
         s
-    }
-}
-
-/// [`LanePush`] for a `'static` payload: the thread's writer for the queue
-/// and class, if it accepts a push due at `meta.when`.
-fn lane_push<T: Send + 'static>(
-    shared: &Arc<Shared<T>>,
-    item: T,
-    meta: Meta,
-    class: u8,
-    due_now: bool,
-) -> Result<Outcome<T>, T> {
-    let mut item = Some(item);
-    let out = super::local::with_writer(shared, class, |w| {
-        if !w.accepts(meta.when, due_now) {
-            return None;
-        }
-        let item = item.take().expect("taken once");
-        Some(w.push(&shared.home.order, item, meta))
-    })
-    .flatten();
-    match out {
-        Some(outcome) => Ok(outcome),
-        None => Err(item.take().expect("not pushed")),
     }
 }
 
