@@ -11,6 +11,11 @@
 //! cargo bench --bench remote_spawn -- peers 30
 //! ```
 //!
+//! With `post`, the rounds are row B''s instead: `Handle::post` of a
+//! closure, and for the peers a channel of boxed closures (std `mpsc`
+//! and crossbeam) drained by this thread, then tokio's and
+//! async-executor's spawn rounds, as in `benches/compare`.
+//!
 //! With `peers`, each deliloop round is followed by a round of tokio's
 //! `Handle::spawn` onto a current-thread runtime and one of
 //! async-executor's `spawn`, as `benches/compare` interleaves them: the
@@ -113,6 +118,51 @@ fn deliloop_round() -> (f64, f64) {
     )
 }
 
+fn deliloop_post_round() -> (f64, f64) {
+    let looper = deliloop::Looper::new().unwrap();
+    let h = looper.handle();
+    timed(
+        move |i| h.post(move || bump(i)).map(drop).unwrap(),
+        || {
+            looper.block_on(async {
+                while ran() < TASKS {
+                    YieldNow(false).await;
+                }
+            })
+        },
+    )
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+fn mpsc_post_round() -> (f64, f64) {
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    timed(
+        move |i| tx.send(Box::new(move || bump(i))).unwrap(),
+        || {
+            while ran() < TASKS {
+                if let Ok(f) = rx.try_recv() {
+                    f();
+                }
+            }
+        },
+    )
+}
+
+fn crossbeam_post_round() -> (f64, f64) {
+    let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+    timed(
+        move |i| tx.send(Box::new(move || bump(i))).unwrap(),
+        || {
+            while ran() < TASKS {
+                if let Ok(f) = rx.try_recv() {
+                    f();
+                }
+            }
+        },
+    )
+}
+
 fn tokio_round() -> (f64, f64) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -145,6 +195,7 @@ fn async_executor_round() -> (f64, f64) {
 
 fn main() {
     let peers = std::env::args().any(|a| a == "peers");
+    let post = std::env::args().any(|a| a == "post");
     let rounds = std::env::args()
         .skip(1)
         .find_map(|a| a.parse::<usize>().ok())
@@ -154,13 +205,25 @@ fn main() {
     let mut ours = Vec::new();
     for round in 0..rounds {
         let faults = minor_faults();
-        let (ns, spawner) = deliloop_round();
+        let (ns, spawner) = if post {
+            deliloop_post_round()
+        } else {
+            deliloop_round()
+        };
         let faults = minor_faults() - faults;
         ours.push(ns);
         let mut line = format!(
             "round {round:>2}: deliloop {ns:6.1} ns/task (spawner {spawner:6.1} ns/spawn, {faults:>5} minor faults)"
         );
-        if peers {
+        if peers && post {
+            let (mpsc, _) = mpsc_post_round();
+            let (cb, _) = crossbeam_post_round();
+            let (tokio, _) = tokio_round();
+            let (ae, _) = async_executor_round();
+            line += &format!(
+                ", std mpsc {mpsc:6.1}, crossbeam {cb:6.1}, tokio spawn {tokio:6.1}, async-executor spawn {ae:6.1}"
+            );
+        } else if peers {
             let (tokio, _) = tokio_round();
             let (ae, _) = async_executor_round();
             line += &format!(", tokio {tokio:6.1}, async-executor {ae:6.1}");
