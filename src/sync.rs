@@ -13,7 +13,7 @@
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::sync::atomic::{
-        fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
     pub(crate) use loom::sync::{Arc, Mutex};
 }
@@ -22,14 +22,14 @@ mod imp {
 mod imp {
     #[cfg(not(shuttle))]
     pub(crate) use std::sync::atomic::{
-        fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
     #[cfg(not(shuttle))]
     pub(crate) use std::sync::{Arc, Mutex};
 
     #[cfg(shuttle)]
     pub(crate) use shuttle::sync::atomic::{
-        fence, AtomicBool, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
     };
     #[cfg(shuttle)]
     pub(crate) use shuttle::sync::{Arc, Mutex};

@@ -1,6 +1,7 @@
 //! Loom models of the queue with lanes (`DeliQueue::with_lanes`,
 //! `docs/lanes.md`): a thread's lane and the stack read as one order, a
-//! close racing lane pushes, the sleep check, and a walker racing a lend.
+//! close racing lane pushes, the sleep check, a walker racing a lend, and a
+//! lane ticket racing the consumer.
 //! The lanes' own protocols have their models in `tests/loom_lane.rs` and
 //! `tests/loom_registry.rs`; these are the queue's (the section "What it
 //! needs", models 2, 3 and 5 at the queue's level).
@@ -251,5 +252,57 @@ fn a_sync_push_numbered_before_a_barrier_wakes_a_consumer_held_by_it() {
             assert!(wake, "lost wake-up");
         }
         drop(barrier);
+    });
+}
+
+/// A due-now push with a ticket takes its thread's lane (`docs/lanes.md`,
+/// "Tickets in lanes"); its pusher cancels it while the consumer pops:
+/// the item comes out or the cancel wins, never both, its payload is
+/// dropped once, and the lane's count of counted pushes is read whole by
+/// the consumer: once it took the item, `counts().accepted` includes it
+/// (the count is stored before the publish; a store after it fails here).
+#[test]
+fn a_lane_ticket_cancel_races_the_consumer_and_the_lanes_count_holds() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut q = DeliQueue::with_lanes();
+        q.set_counted(1);
+        let p = q.producer();
+        let d = drops.clone();
+        let done = Arc::new(AtomicBool::new(false));
+        let done2 = done.clone();
+        let pusher = thread::spawn(move || {
+            let (ticket, _) = p
+                .push_cancellable(Counted(d), Push::due_now(0).flags(1))
+                .unwrap();
+            let won = ticket.cancel();
+            assert!(!ticket.is_pending());
+            done2.store(true, loom::sync::atomic::Ordering::Release);
+            (won, ticket)
+        });
+        // Pop until the item comes out or the pusher is done.
+        let mut popped = 0;
+        loop {
+            let finished = done.load(loom::sync::atomic::Ordering::Acquire);
+            if let Some(e) = q.pop_due(0) {
+                assert_eq!(q.counts().accepted, 1, "a taken lane item is counted");
+                drop(e);
+                popped += 1;
+                break;
+            }
+            if finished {
+                break;
+            }
+            thread::yield_now();
+        }
+        let (cancelled, ticket) = pusher.join().unwrap();
+        popped += pop_all(&mut q, 0).len();
+        assert_eq!(popped + usize::from(cancelled), 1, "popped or cancelled");
+        let c = q.counts();
+        assert_eq!((c.accepted, c.cancelled), (1, u64::from(cancelled)));
+        assert!(!ticket.cancel(), "nothing left to cancel");
+        drop(q);
+        drop(ticket);
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
     });
 }

@@ -201,9 +201,14 @@ impl Core {
         // The sweep may have dropped a cancelled payload whose destructor
         // woke a task on this thread (the local lane, no push): look again.
         // And a producer that queued up for room since `waiters` was read
-        // (its fence pairs with `waiting_after_sleep`'s; flood.rs).
+        // (its fence pairs with `waiting_after_sleep`'s; flood.rs). And a
+        // post due now whose poster read the clock after `now` was read:
+        // the sleep check saw it, so it is due by a clock read made now (a
+        // hook host that waits for the hook alone would not come back for
+        // it).
         if !self.local.borrow().is_empty()
             || (!waiters && flood.is_some_and(|f| f.waiting_after_sleep()))
+            || deadline.is_some_and(|d| d <= self.now_ticks())
         {
             self.queue.borrow_mut().wake();
             return Some(self.work_remains());

@@ -148,7 +148,7 @@ pub struct DeliQueue<T> {
 /// atomics on any path).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Accepted and swept in.
+    /// Accepted: swept in from the stack, or pushed on a lane.
     pub accepted: u64,
     /// Cancelled by their [`Ticket`](super::Ticket).
     pub cancelled: u64,
@@ -367,7 +367,6 @@ impl<T> DeliQueue<T> {
             }
         }
         let item = pick::take(&mut self.lanes, p).ok_or(true)?;
-        self.counts.accepted += u64::from(p.meta.flags & self.counted != 0);
         let info = ItemInfo::of_meta(&p.meta);
         Ok(Popped {
             item,
@@ -560,11 +559,9 @@ impl<T> DeliQueue<T> {
         if self.numbered {
             let heaps = out.len();
             let (counted, counts, to_drop) = (self.counted, &mut self.counts, &mut self.to_drop);
-            let mut accepted = 0;
             self.lanes.drain(
                 &self.shared.home.registry,
                 |meta, n, item| {
-                    accepted += u64::from(meta.flags & counted != 0);
                     let info = ItemInfo::of_meta(&meta);
                     let key = Key {
                         when: meta.when,
@@ -581,7 +578,6 @@ impl<T> DeliQueue<T> {
                 },
                 |r| count_removed(counts, counted, r, to_drop),
             );
-            self.counts.accepted += accepted;
             // Each part is in order; merge them (a stable sort), if the
             // lanes gave anything.
             if out.len() > heaps {
@@ -789,7 +785,8 @@ impl<T> DeliQueue<T> {
     /// accepted, cancelled by ticket, removed by predicate. Set it before
     /// the first push to count them all. Items on the stack are counted as
     /// they are swept; items on a lane ([`with_lanes`](Self::with_lanes))
-    /// when the consumer reaches them (taken, stepped over, drained).
+    /// are counted accepted as they are pushed (their lane counts them),
+    /// cancelled or removed when the consumer reaches them.
     ///
     /// ```
     /// use deliloop::queue::{DeliQueue, Push};
@@ -808,12 +805,19 @@ impl<T> DeliQueue<T> {
     /// ```
     pub fn set_counted(&mut self, flags: u8) {
         self.counted = (flags as u32) << USER_SHIFT;
+        self.shared.home.set_counted(self.counted);
     }
 
-    /// The counts of [`set_counted`](Self::set_counted)'s items, as of the
-    /// last sweep.
+    /// The counts of [`set_counted`](Self::set_counted)'s items: on the
+    /// stack, as of the last sweep; on lanes, `accepted` as pushed (each
+    /// lane keeps its count: one load per lane here) and the removals as
+    /// the consumer reached them.
     pub fn counts(&self) -> Counts {
-        self.counts
+        let mut c = self.counts;
+        if self.numbered {
+            c.accepted += self.lanes.counted();
+        }
+        c
     }
 
     /// Tombstones (cancelled entries still in the heap, removed lazily).
@@ -872,14 +876,17 @@ impl<T> DeliQueue<T> {
     /// consumer retires meanwhile: the consumer never waits for a walker),
     /// and after the last one leaves only until the consumer's next
     /// retirement or [`maintain`](Self::maintain). See
-    /// [`limbo_peak`](Self::limbo_peak).
+    /// [`limbo_peak`](Self::limbo_peak). On a queue with lanes, the lane
+    /// memory the consumer passed or retired (a block of 64 items, a
+    /// lane's header) waits out walkers too and is counted here.
     pub fn limbo_len(&self) -> usize {
-        self.limbo.len()
+        self.limbo.len() + self.lanes.in_limbo()
     }
 
-    /// The largest [`limbo_len`](Self::limbo_len) seen so far.
+    /// The largest [`limbo_len`](Self::limbo_len) seen so far: the larger
+    /// of the stack's and the lanes' peaks (each limbo keeps its own).
     pub fn limbo_peak(&self) -> usize {
-        self.limbo.peak()
+        self.limbo.peak().max(self.lanes.limbo_peak())
     }
 
     /// Heap entries, tombstones included.
@@ -1274,7 +1281,6 @@ fn pick_key(p: &Pick) -> (u64, i64) {
 /// are), its payload dropped at the next maintain.
 fn count_removed<T>(counts: &mut Counts, counted: u32, r: Removed<T>, to_drop: &mut Vec<T>) {
     if r.flags & counted != 0 {
-        counts.accepted += 1;
         *if r.by_walker {
             &mut counts.removed
         } else {

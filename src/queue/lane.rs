@@ -350,6 +350,11 @@ pub(crate) struct Lane<T> {
     /// The class of every item in the lane (the queue's sync or async
     /// class): fixed at birth.
     class: u8,
+    /// How many of the lane's pushes carry the queue's counted flags
+    /// (`DeliQueue::set_counted`), recalled ones taken off: written by the
+    /// producer only, before each such publish, so a count read after
+    /// the consumer took an item includes it.
+    counted: CachePadded<AtomicU64>,
     #[cfg(loom)]
     alive: Alive,
 }
@@ -381,6 +386,7 @@ impl<T> Lane<T> {
             status: AtomicU8::new(0),
             link: AtomicPtr::new(ptr::null_mut()),
             class,
+            counted: CachePadded(AtomicU64::new(0)),
             #[cfg(loom)]
             alive: Alive::new(),
         }));
@@ -390,6 +396,7 @@ impl<T> Lane<T> {
             idx: 0,
             last_when: 0,
             spare: ptr::null_mut(),
+            counted: 0,
             #[cfg(test)]
             made: 1,
         };
@@ -409,6 +416,12 @@ impl<T> Lane<T> {
     /// The class of the lane's items.
     pub(crate) fn class(&self) -> u8 {
         self.class
+    }
+
+    /// How many of the lane's pushes carried the counted flags
+    /// ([`Writer::push_counted`]).
+    pub(crate) fn counted(&self) -> u64 {
+        self.counted.load(Ordering::Relaxed)
     }
 
     /// Whether the lane's producer thread has exited (Acquire: the
@@ -538,6 +551,8 @@ pub(crate) struct Writer<T> {
     last_when: u64,
     /// Blocks taken from `returned`, linked through `next`.
     spare: *mut Block<T>,
+    /// The lane's `counted`, as this writer last stored it.
+    counted: u64,
     /// Blocks this writer allocated (tests only).
     #[cfg(test)]
     made: usize,
@@ -565,12 +580,29 @@ impl<T> Writer<T> {
     /// Pushes `item` with `meta`, numbered from `order`.
     #[inline]
     pub(crate) fn push(&mut self, order: &AtomicU64, item: T, meta: Meta) -> Outcome<T> {
+        self.push_counted(order, item, meta, false)
+    }
+
+    /// As [`push`](Self::push); `counted` says the item carries the
+    /// queue's counted flags: the lane's count of such pushes takes it in
+    /// before the publish (and gives it back if the item is recalled).
+    #[inline]
+    pub(crate) fn push_counted(
+        &mut self,
+        order: &AtomicU64,
+        item: T,
+        meta: Meta,
+        counted: bool,
+    ) -> Outcome<T> {
         if self.idx == SLOTS {
             self.next_block();
         }
         let n = order.fetch_add(1, Ordering::AcqRel);
         if n & CLOSED != 0 || n >= MAX_NUMBER {
             return Outcome::Refused(item);
+        }
+        if counted {
+            self.count(1);
         }
         // SAFETY: slot `idx` of the writer's block is EMPTY and only this
         // writer touches its key and payload until it is published.
@@ -587,9 +619,25 @@ impl<T> Writer<T> {
         self.idx += 1;
         self.last_when = meta.when;
         if order.load(Ordering::Acquire) & CLOSED != 0 {
-            return self.recall(slot, word, n);
+            let out = self.recall(slot, word, n);
+            if counted && matches!(out, Outcome::Refused(_)) {
+                self.count(-1);
+            }
+            return out;
         }
         Outcome::Accepted(n)
+    }
+
+    /// Moves the lane's count of counted pushes by `by`. A store: only
+    /// this writer writes it. Released by the publish that follows (or,
+    /// for a recall, by the next one, the writer's drop or the queue's).
+    #[inline]
+    fn count(&mut self, by: i64) {
+        self.counted = self.counted.wrapping_add_signed(by);
+        // SAFETY: the lane outlives its writer.
+        unsafe { &*self.lane }
+            .counted
+            .store(self.counted, Ordering::Relaxed);
     }
 
     /// As [`push`](Self::push), handing out a [`Ticket`] that can remove
@@ -599,6 +647,7 @@ impl<T> Writer<T> {
         order: &AtomicU64,
         item: T,
         meta: Meta,
+        counted: bool,
     ) -> Result<Ticket<T>, T> {
         if self.idx == SLOTS {
             self.next_block();
@@ -612,7 +661,7 @@ impl<T> Writer<T> {
         // SAFETY: the writer's block is live.
         let was = unsafe { (*block).tickets.fetch_add(1, Ordering::Relaxed) };
         check!(was & DOOMED == 0, "a ticket into a released block");
-        match self.push(order, item, meta) {
+        match self.push_counted(order, item, meta, counted) {
             Outcome::Accepted(n) => {
                 // The word it published: the slot keeps its number and
                 // flag bit whatever has happened to it since (it cannot be
@@ -1474,11 +1523,11 @@ mod tests {
             flags: 0x10,
         };
         let a = w
-            .push_with_ticket(&order, Dropped(1, drops.clone()), flagged)
+            .push_with_ticket(&order, Dropped(1, drops.clone()), flagged, false)
             .ok()
             .unwrap();
         let b = w
-            .push_with_ticket(&order, Dropped(2, drops.clone()), meta(0, 0))
+            .push_with_ticket(&order, Dropped(2, drops.clone()), meta(0, 0), false)
             .ok()
             .unwrap();
         assert_eq!((a.number(), b.number()), (0, 1));
@@ -1512,7 +1561,10 @@ mod tests {
             tag,
             flags: 0x40 | tag as u32,
         };
-        let t = w.push_with_ticket(&order, 10, flagged(1)).ok().unwrap();
+        let t = w
+            .push_with_ticket(&order, 10, flagged(1), false)
+            .ok()
+            .unwrap();
         let _ = w.push(&order, 20, flagged(2));
         assert!(t.cancel());
         let gate = Gate::new();
@@ -1542,7 +1594,10 @@ mod tests {
         let lane = unsafe { &*lane_ptr };
         let order = AtomicU64::new(0);
         let mut r = lane.reader();
-        let t = w.push_with_ticket(&order, 100, meta(0, 0)).ok().unwrap();
+        let t = w
+            .push_with_ticket(&order, 100, meta(0, 0), false)
+            .ok()
+            .unwrap();
         for i in 1..SLOTS as u64 * 2 {
             let _ = w.push(&order, i, meta(0, 0));
         }
@@ -1576,14 +1631,14 @@ mod tests {
         let mut r = lane.reader();
         let item = |v| Dropped(v, drops.clone());
         let passed = w
-            .push_with_ticket(&order, item(0), meta(0, 0))
+            .push_with_ticket(&order, item(0), meta(0, 0), false)
             .ok()
             .unwrap();
         for v in 1..SLOTS as u64 {
             let _ = w.push(&order, item(v), meta(0, 0));
         }
         let pending = w
-            .push_with_ticket(&order, item(99), meta(0, 0))
+            .push_with_ticket(&order, item(99), meta(0, 0), false)
             .ok()
             .unwrap();
         for _ in 0..SLOTS {
@@ -1626,7 +1681,10 @@ mod tests {
         let lane = unsafe { &*lane_ptr };
         let order = AtomicU64::new(0);
         let mut r = lane.reader();
-        let t = w.push_with_ticket(&order, 0, meta(0, 0)).ok().unwrap();
+        let t = w
+            .push_with_ticket(&order, 0, meta(0, 0), false)
+            .ok()
+            .unwrap();
         for v in 1..SLOTS as u64 * 2 + 1 {
             let _ = w.push(&order, v, meta(0, 0));
         }
@@ -1653,7 +1711,10 @@ mod tests {
     fn a_refused_ticketed_push_gives_its_item_back() {
         let (lane_ptr, mut w) = Lane::<u64>::new();
         let order = AtomicU64::new(CLOSED);
-        assert_eq!(w.push_with_ticket(&order, 5, meta(0, 0)).err(), Some(5));
+        assert_eq!(
+            w.push_with_ticket(&order, 5, meta(0, 0), false).err(),
+            Some(5)
+        );
         drop(w);
         // SAFETY: nothing else holds the lane.
         unsafe { Lane::free(lane_ptr) };

@@ -23,7 +23,7 @@ use std::cell::RefCell;
 
 use super::lane::{Lane, Writer, CLOSED};
 use super::registry::Registry;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::util::CachePadded;
 
 /// Unique queue ids (0 is never one).
@@ -34,6 +34,9 @@ pub(crate) struct LaneHome<T> {
     id: u64,
     /// The push counter (bit 63: CLOSED).
     pub(crate) order: CachePadded<AtomicU64>,
+    /// The consumer's counted flags (`DeliQueue::set_counted`), read by
+    /// every lane push: a line of its own that is only read once set.
+    counted: CachePadded<AtomicU32>,
     pub(crate) registry: Registry<T>,
 }
 
@@ -42,8 +45,21 @@ impl<T> LaneHome<T> {
         LaneHome {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             order: CachePadded(AtomicU64::new(0)),
+            counted: CachePadded(AtomicU32::new(0)),
             registry: Registry::new(),
         }
+    }
+
+    /// The flags whose lane pushes each lane counts.
+    #[inline]
+    pub(crate) fn counted(&self) -> u32 {
+        self.counted.load(Ordering::Relaxed)
+    }
+
+    /// Sets [`counted`](Self::counted) (the consumer, before the pushes
+    /// it should count).
+    pub(crate) fn set_counted(&self, flags: u32) {
+        self.counted.store(flags, Ordering::Relaxed);
     }
 
     /// Whether the push counter says closed.

@@ -4,15 +4,15 @@
 use std::fmt;
 use std::ptr::NonNull;
 
-use super::lane::Outcome;
+use super::lane::{self, Outcome, Writer};
 use super::node::Meta;
 use super::node::{
     Node, BARRIER, FRONT, HAS_TAG, LIFE_MASK, PASSES, QUEUED, REMOVED, RETIRED, TICKET, USER_SHIFT,
     WALKED,
 };
-use super::shared::Shared;
+use super::shared::{LanePushed, Shared};
 use super::wait::WakeKind;
-use crate::sync::{Arc, Ordering};
+use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// Where and how an item is pushed: its due time, an optional tag, user
 /// flags, or the front of the queue.
@@ -128,11 +128,45 @@ pub(super) fn lane_push<T: Send + 'static>(
     item: T,
     opts: &Push,
 ) -> Result<Result<Pushed, Closed<T>>, T> {
+    let pushed = push_on_lane(shared, item, opts, |w, order, item, meta, counted| match w
+        .push_counted(order, item, meta, counted)
+    {
+        Outcome::Accepted(_) => Ok(()),
+        Outcome::Refused(item) => Err(item),
+    });
+    pushed.map(|done| done.map(|((), pushed)| pushed))
+}
+
+/// [`LaneTicketPush`](super::shared::LaneTicketPush): as [`lane_push`],
+/// handing out the lane's ticket for the item (`docs/lanes.md`, "Tickets
+/// in lanes").
+pub(super) fn lane_push_ticket<T: Send + 'static>(
+    shared: &Arc<Shared<T>>,
+    item: T,
+    opts: &Push,
+) -> LanePushed<lane::Ticket<T>, T> {
+    push_on_lane(shared, item, opts, |w, order, item, meta, counted| {
+        w.push_with_ticket(order, item, meta, counted)
+    })
+}
+
+/// The push onto this thread's lane for the queue and class, by `push`
+/// (`Err` with the item: the queue is closed; its last argument says the
+/// item carries the queue's counted flags); the outer `Err` gives the item
+/// back if the lane does not take it (its `when` is not the lane's).
+#[inline(always)]
+fn push_on_lane<T: Send + 'static, R>(
+    shared: &Arc<Shared<T>>,
+    item: T,
+    opts: &Push,
+    push: impl FnOnce(&mut Writer<T>, &AtomicU64, T, Meta, bool) -> Result<R, T>,
+) -> LanePushed<R, T> {
     let meta = Meta {
         when: opts.when,
         tag: opts.tag.unwrap_or(0),
         flags: opts.node_flags(),
     };
+    let counted = meta.flags & shared.home.counted() != 0;
     let class = u8::from(opts.asynchronous);
     let mut item = Some(item);
     let out = super::local::with_writer(shared, class, |w| {
@@ -140,21 +174,24 @@ pub(super) fn lane_push<T: Send + 'static>(
             return None;
         }
         let item = item.take().expect("taken once");
-        Some(w.push(&shared.home.order, item, meta))
+        Some(push(w, &shared.home.order, item, meta, counted))
     })
     .flatten();
     match out {
-        Some(Outcome::Accepted(_)) => {
+        Some(Ok(r)) => {
             let kind = if opts.asynchronous {
                 WakeKind::Passes
             } else {
                 WakeKind::SyncNumbered
             };
-            Ok(Ok(Pushed {
-                wake: shared.wait.needs_wake(opts.when, kind),
-            }))
+            Ok(Ok((
+                r,
+                Pushed {
+                    wake: shared.wait.needs_wake(opts.when, kind),
+                },
+            )))
         }
-        Some(Outcome::Refused(item)) => Ok(Err(Closed(item))),
+        Some(Err(item)) => Ok(Err(Closed(item))),
         None => Err(item.take().expect("not pushed")),
     }
 }
@@ -350,12 +387,26 @@ impl<T> Producer<T> {
     /// # Errors
     /// [`Closed`] with the item if the queue was closed.
     pub fn push_cancellable(&self, item: T, opts: Push) -> Result<(Ticket<T>, Pushed), Closed<T>> {
+        // Only a due-now push takes a lane with a ticket: a stream of
+        // cancellable pushes due at one time stays on the stack, where a
+        // cancelled item is dropped at the next sweep, not when reached.
+        let item = match self.shared.lane_push_ticket {
+            Some(lane_push) if opts.due_now && !opts.front && !opts.barrier => {
+                match lane_push(&self.shared, item, &opts) {
+                    Ok(done) => {
+                        return done.map(|(ticket, pushed)| (Ticket(Held::Lane(ticket)), pushed))
+                    }
+                    Err(item) => item,
+                }
+            }
+            _ => item,
+        };
         let (node, pushed) = self.push_node(item, opts, 1)?;
         Ok((
-            Ticket {
+            Ticket(Held::Node {
                 node,
                 shared: self.shared.clone(),
-            },
+            }),
             pushed,
         ))
     }
@@ -572,12 +623,21 @@ impl<T> Producer<T> {
 /// assert!(!ticket.cancel());     // already cancelled
 /// assert!(q.pop_due(u64::MAX).is_none());
 /// ```
-pub struct Ticket<T> {
-    node: NonNull<Node<T>>,
-    shared: Arc<Shared<T>>,
+pub struct Ticket<T>(Held<T>);
+
+/// What a ticket holds: a stack node (with the queue, to which a removed
+/// or last-released node goes back), or a lane slot (its block's ticket
+/// count keeps the block allocated; `docs/lanes.md`, "Tickets in lanes").
+enum Held<T> {
+    Node {
+        node: NonNull<Node<T>>,
+        shared: Arc<Shared<T>>,
+    },
+    Lane(lane::Ticket<T>),
 }
 
-// SAFETY: a ticket only touches the node's atomic state and the free list.
+// SAFETY: a node ticket only touches the node's atomic state and the free
+// list; a lane ticket is `Send` itself.
 unsafe impl<T: Send> Send for Ticket<T> {}
 // SAFETY: as above; `cancel` takes `&self` and is thread-safe.
 unsafe impl<T: Send> Sync for Ticket<T> {}
@@ -593,17 +653,21 @@ impl<T> fmt::Debug for Ticket<T> {
 impl<T> Ticket<T> {
     /// Cancels the item. Returns `true` only if this call won: the item will
     /// never be popped, and the consumer drops it the next time it looks at
-    /// the queue; if the queue was dropped meanwhile, the last handle to it
-    /// (this ticket, another, or a producer) drops it. Returns `false` if the item was
+    /// the queue (an item on a lane, when it reaches its place); if the
+    /// queue was dropped meanwhile, the last handle to it (this ticket,
+    /// another, or a producer) drops it. Returns `false` if the item was
     /// already popped, cancelled or drained. One CAS; lock-free.
     pub fn cancel(&self) -> bool {
-        let node = self.node.as_ptr();
+        let (node, shared) = match &self.0 {
+            Held::Node { node, shared } => (node.as_ptr(), shared),
+            Held::Lane(ticket) => return ticket.cancel(),
+        };
         // SAFETY: the ticket holds a reference, so the node is alive.
         unsafe { (*node).check_alive() };
         // SAFETY: as above.
         if unsafe { (*node).claim(REMOVED) } {
             // SAFETY: this thread won QUEUED->REMOVED.
-            unsafe { self.shared.push_free(node) };
+            unsafe { shared.push_free(node) };
             true
         } else {
             false
@@ -612,22 +676,34 @@ impl<T> Ticket<T> {
 
     /// Whether the item is still waiting (neither popped nor cancelled).
     pub fn is_pending(&self) -> bool {
-        // SAFETY: the ticket holds a reference, so the node is alive.
-        let node = unsafe { self.node.as_ref() };
-        node.check_alive();
-        node.state.load(Ordering::Acquire) & LIFE_MASK == QUEUED
+        match &self.0 {
+            Held::Node { node, .. } => {
+                // SAFETY: the ticket holds a reference, so the node is alive.
+                let node = unsafe { node.as_ref() };
+                node.check_alive();
+                node.state.load(Ordering::Acquire) & LIFE_MASK == QUEUED
+            }
+            Held::Lane(ticket) => ticket.is_pending(),
+        }
     }
 
     /// What predicates see of this item.
     pub fn info(&self) -> ItemInfo {
-        // SAFETY: the ticket holds a reference, so the node is alive.
-        ItemInfo::of(unsafe { self.node.as_ref() })
+        match &self.0 {
+            // SAFETY: the ticket holds a reference, so the node is alive.
+            Held::Node { node, .. } => ItemInfo::of(unsafe { node.as_ref() }),
+            Held::Lane(ticket) => ItemInfo::of_meta(&ticket.meta()),
+        }
     }
 }
 
-impl<T> Drop for Ticket<T> {
+impl<T> Drop for Held<T> {
     fn drop(&mut self) {
-        let node = self.node.as_ptr();
+        // A lane ticket releases its block count in its own drop.
+        let Held::Node { node, shared } = self else {
+            return;
+        };
+        let node = node.as_ptr();
         // SAFETY: the ticket holds a reference, so the node is alive.
         unsafe { (*node).check_alive() };
         // SAFETY: as above.
@@ -635,7 +711,7 @@ impl<T> Drop for Ticket<T> {
         if prev & RETIRED != 0 && prev / TICKET == 1 {
             // SAFETY: the node is retired and this was its last ticket; hand
             // it back to the consumer, which alone may free it.
-            unsafe { self.shared.push_free(node) };
+            unsafe { shared.push_free(node) };
         }
     }
 }

@@ -215,6 +215,8 @@ pub(crate) struct Lanes<T> {
     seen: *mut Lane<T>,
     list: Vec<Adopted<T>>,
     limbo: Limbo<Retired<T>>,
+    /// The counted pushes ([`Lane::counted`]) of the lanes unlinked.
+    counted_unlinked: u64,
 }
 
 // SAFETY: the consumer may move to another thread with its lanes.
@@ -226,7 +228,22 @@ impl<T> Lanes<T> {
             seen: ptr::null_mut(),
             list: Vec::new(),
             limbo: Limbo::new(),
+            counted_unlinked: 0,
         }
+    }
+
+    /// Pushes with the counted flags on every lane adopted so far
+    /// ([`Lane::counted`]): one load per lane, of a line its producer
+    /// writes. At least every such item the consumer has taken, stepped
+    /// over or drained.
+    pub(crate) fn counted(&self) -> u64 {
+        let live: u64 = self
+            .list
+            .iter()
+            // SAFETY: adopted lanes are live until unlinked.
+            .map(|a| unsafe { &*a.lane }.counted())
+            .sum();
+        self.counted_unlinked + live
     }
 
     /// How many lanes the consumer reads (retired ones not counted).
@@ -237,6 +254,11 @@ impl<T> Lanes<T> {
     /// Lanes (and blocks) in limbo.
     pub(crate) fn in_limbo(&self) -> usize {
         self.limbo.len()
+    }
+
+    /// The most lanes and blocks limbo has held at once.
+    pub(crate) fn limbo_peak(&self) -> usize {
+        self.limbo.peak()
     }
 
     /// Adopts the lanes registered since the last call; whether there were
@@ -471,6 +493,9 @@ impl<T> Lanes<T> {
                     (*self.list[i + 1].lane).link.store(next, Ordering::Release);
                 }
                 let a = self.list.remove(i);
+                // SAFETY: unlinked, not yet freed (limbo frees it later);
+                // its writer is gone, so the count is final.
+                self.counted_unlinked += unsafe { &*a.lane }.counted();
                 self.limbo.push(Retired::Header(a.lane));
                 continue;
             }
@@ -951,7 +976,7 @@ pub mod loom_model {
                 flags: (v % 2) as u32,
             };
             self.0
-                .push_with_ticket(&q.order, Track::new(v), meta)
+                .push_with_ticket(&q.order, Track::new(v), meta, false)
                 .ok()
                 .map(ModelTicket)
         }

@@ -33,6 +33,7 @@
 use std::ptr;
 
 use super::gate::Gate;
+use super::lane::Ticket as LaneTicket;
 use super::local::LaneHome;
 use super::node::{Node, PAYLOAD_GONE, RETIRED};
 use super::producer::{Closed, Push, Pushed};
@@ -49,6 +50,15 @@ pub(crate) const CLOSED: usize = 1;
 /// Only made for `T: Send + 'static` ([`Shared::with_lanes`]): a thread's
 /// entry for its lane outlives any borrow the payload could hold.
 pub(crate) type LanePush<T> = fn(&Arc<Shared<T>>, T, &Push) -> Result<Result<Pushed, Closed<T>>, T>;
+
+/// As [`LanePush`], for a push that hands out a ticket: the lane's ticket
+/// for the item (`docs/lanes.md`, "Tickets in lanes").
+pub(crate) type LaneTicketPush<T> = fn(&Arc<Shared<T>>, T, &Push) -> LanePushed<LaneTicket<T>, T>;
+
+/// What a push onto a lane returns: `Ok` with what the push made (a
+/// ticket, or nothing) and the wake flag, or the item back from a closed
+/// queue; `Err` with the item if no lane takes it.
+pub(crate) type LanePushed<R, T> = Result<Result<(R, Pushed), Closed<T>>, T>;
 
 /// Each shared word sits on a line of its own (`CachePadded`): a CAS on
 /// `top` by a producer does not take the line of the wait word the consumer
@@ -69,6 +79,8 @@ pub(crate) struct Shared<T> {
     /// Set when lanes are on: every push but a front one is numbered from
     /// `home.order`, and due-now pushes without a ticket take a lane.
     pub(crate) lane_push: Option<LanePush<T>>,
+    /// Set with `lane_push`: a due-now push with a ticket takes a lane too.
+    pub(crate) lane_push_ticket: Option<LaneTicketPush<T>>,
 }
 
 // SAFETY: producers, tickets, walkers and the consumer share this through
@@ -89,6 +101,7 @@ impl<T> Shared<T> {
             orphans: UnsafeCell::new(Vec::new()),
             home: LaneHome::new(),
             lane_push: None,
+            lane_push_ticket: None,
         }
     }
 
@@ -240,6 +253,7 @@ impl<T: Send + 'static> Shared<T> {
         #[cfg(target_pointer_width = "64")]
         {
             s.lane_push = Some(super::producer::lane_push::<T>);
+            s.lane_push_ticket = Some(super::producer::lane_push_ticket::<T>);
         }
         s
     }

@@ -285,7 +285,7 @@ impl Handle {
         })
         .is_some();
         let mut opts = match when {
-            When::Now => Push::at(remote.now_ticks()),
+            When::Now => Push::due_now(remote.now_ticks()),
             When::Delay(d) => Push::at(remote.ticks_after(d)),
             When::At(t) => Push::at(remote.ticks_at(t)),
             When::Front => {

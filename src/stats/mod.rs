@@ -131,13 +131,15 @@ pub struct Stats {
     pub tasks_cancelled: u64,
     /// Entries pending now: accepted, not yet run or cancelled.
     pub pending: u64,
-    /// Queue nodes retired but not yet freed, because a thread inside
+    /// Queue memory (nodes; on lanes, blocks of 64 entries and headers)
+    /// retired but not yet freed, because a thread inside
     /// [`Handle::remove_where`](crate::Handle::remove_where) or
     /// [`Handle::has`](crate::Handle::has) may still stand on them. The loop
     /// never waits for such a thread: this grows instead, and is freed
     /// once it leaves. At most 1024 while no such thread is inside.
     pub limbo: u64,
-    /// The largest `limbo` seen.
+    /// The largest `limbo` seen (the larger of the nodes' and the lanes'
+    /// peaks).
     pub limbo_peak: u64,
     /// Idle handlers that panicked (each was removed; the loop went on).
     pub idle_panics: u64,
