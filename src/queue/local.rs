@@ -183,8 +183,10 @@ where
         match hit {
             Ok(Some(Some(out))) => return Some(out),
             // Another pass: a drop of a pruned entry that pushes to
-            // another queue may have moved the hint (each pass prunes or
-            // finds, so the passes end).
+            // another queue may have moved the hint. A pass with nothing
+            // pruned runs no code before the next look, which then hits;
+            // so there are at most as many passes as queues freed by
+            // those drops.
             Ok(Some(None)) if point_hint(owner, class) => continue,
             // The list is busy (a push from a drop inside a lookup) or
             // gone (thread exit).

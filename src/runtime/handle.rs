@@ -125,10 +125,13 @@ impl Handle {
     }
 
     /// Posts a closure to run on the loop thread, after everything already
-    /// due. One CAS; a syscall only if the loop sleeps. A closure of up to
-    /// two words (say an `Arc` and an index) is stored in the queue's node,
-    /// so once the queue's node memory is warm the post allocates nothing;
-    /// a larger one is boxed.
+    /// due. It goes on the posting thread's lane of the loop's queue
+    /// (`docs/lanes.md`): one clock read, a fetch-add of the queue's push
+    /// counter and a publishing swap, no lock; a syscall only if the loop
+    /// sleeps. A closure of up to two words (say an `Arc` and an index) is
+    /// stored in the lane's slot, so once the lane's blocks are warm the
+    /// post allocates nothing (`tests/post_alloc.rs`); a larger one is
+    /// boxed.
     ///
     /// # Errors
     /// [`PostError::Quit`] with the closure if the looper has quit.
