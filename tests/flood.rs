@@ -147,6 +147,43 @@ fn a_cancel_or_a_removal_releases_a_waiter_while_the_loop_sleeps() {
     );
 }
 
+/// Posts due now wait on their poster's lane; a sync barrier holds them
+/// there, and the loop reaches a cancelled one only behind the ones before
+/// it. The cancel still makes room at once: a lane message's cancel is
+/// counted by the canceller, not when the loop reaches it.
+#[test]
+fn cancelling_posts_a_barrier_holds_makes_room() {
+    let looper = Looper::builder().backlog_watermarks(1, 3).build().unwrap();
+    let h = looper.handle();
+    let barrier = h.post_sync_barrier().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    let _first = h
+        .post(move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    let second = h.post(|| unreachable!("cancelled")).unwrap();
+    let third = h.post(|| unreachable!("cancelled")).unwrap();
+    assert!(matches!(h.post(|| {}), Err(PostError::Full(_))));
+    assert!(second.cancel() && third.cancel());
+    assert_eq!(looper.dispatch_ready().dispatched, 0, "all held");
+    assert_eq!(h.backlog(), 1, "the held one");
+    let r = ran.clone();
+    h.post(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+    })
+    .expect("room again");
+    h.remove_sync_barrier(barrier).unwrap();
+    while looper.dispatch_ready().dispatched > 0 {}
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    let s = looper.stats();
+    assert_eq!(
+        (s.posted, s.messages_run, s.cancelled, s.backlog),
+        (4, 2, 2, 0)
+    );
+}
+
 #[test]
 fn waiters_are_released_in_fifo_order() {
     let looper = Looper::builder().backlog_watermarks(0, 1).build().unwrap();

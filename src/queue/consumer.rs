@@ -131,6 +131,8 @@ pub struct DeliQueue<T> {
     numbers: Vec<i64>,
     /// Maintains since the lanes' own upkeep last ran (`maintain_at`).
     lane_upkeep: u32,
+    /// The largest sum of the two limbos' lengths seen at a maintain.
+    limbo_sum_peak: usize,
     /// The last sleep was called off by `prepare_sleep` after a producer
     /// had claimed its wake-up ([`take_wake_claimed`](Self::take_wake_claimed)).
     wake_claimed: bool,
@@ -144,8 +146,10 @@ pub struct DeliQueue<T> {
 }
 
 /// What happened to the items whose user flags intersect the mask given to
-/// [`DeliQueue::set_counted`], counted by the consumer as it sees them (no
-/// atomics on any path).
+/// [`DeliQueue::set_counted`]: stack items counted by the consumer as it
+/// sweeps them (no atomics on that path); lane items counted where they
+/// happen (a lane's store at the push, a shared counter at a cancel or a
+/// walker's removal).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
     /// Accepted: swept in from the stack, or pushed on a lane.
@@ -212,6 +216,7 @@ impl<T> DeliQueue<T> {
             numbered,
             numbers: Vec::new(),
             lane_upkeep: 0,
+            limbo_sum_peak: 0,
             wake_claimed: false,
             lanes_busy: false,
         }
@@ -377,18 +382,18 @@ impl<T> DeliQueue<T> {
 
     /// The lanes' pick (`pick.rs`), holding back sync lanes' items from
     /// the key of the barrier that holds the sync class, if one does.
-    /// Removed items met on the way are counted and dropped later.
+    /// Removed items met on the way are dropped later.
     #[inline(always)]
     fn lane_pick(&mut self, held: Option<Key>) -> Option<Pick> {
         if !self.lanes_busy {
             return None;
         }
         let limit = held.map(|k| (k.when, k.seq as u64));
-        let (counted, counts, to_drop) = (self.counted, &mut self.counts, &mut self.to_drop);
+        let to_drop = &mut self.to_drop;
         let p = pick::pick_within(
             &mut self.lanes,
             &self.shared.home.registry,
-            |r| count_removed(counts, counted, r, to_drop),
+            |r| drop_removed(r, to_drop),
             &|class, key| class == ASYNC_LANE || limit.is_none_or(|l| key < l),
         );
         // Nothing to take (every lane EMPTY, or held by the barrier, whose
@@ -558,7 +563,7 @@ impl<T> DeliQueue<T> {
         }
         if self.numbered {
             let heaps = out.len();
-            let (counted, counts, to_drop) = (self.counted, &mut self.counts, &mut self.to_drop);
+            let to_drop = &mut self.to_drop;
             self.lanes.drain(
                 &self.shared.home.registry,
                 |meta, n, item| {
@@ -576,7 +581,7 @@ impl<T> DeliQueue<T> {
                         },
                     ));
                 },
-                |r| count_removed(counts, counted, r, to_drop),
+                |r| drop_removed(r, to_drop),
             );
             // Each part is in order; merge them (a stable sort), if the
             // lanes gave anything.
@@ -735,6 +740,10 @@ impl<T> DeliQueue<T> {
         if self.tombstones >= COMPACT_MIN && self.tombstones * 2 > self.heap_len() {
             self.compact();
         }
+        let in_limbo = self.limbo_len();
+        if in_limbo > self.limbo_sum_peak {
+            self.limbo_sum_peak = in_limbo;
+        }
         if self.limbo.len() > 0 {
             self.reclaim();
         }
@@ -786,7 +795,9 @@ impl<T> DeliQueue<T> {
     /// the first push to count them all. Items on the stack are counted as
     /// they are swept; items on a lane ([`with_lanes`](Self::with_lanes))
     /// are counted accepted as they are pushed (their lane counts them),
-    /// cancelled or removed when the consumer reaches them.
+    /// cancelled or removed as they are (by the canceller or the walker).
+    /// The mask is read by each lane push and removal: set it before the
+    /// first push and leave it.
     ///
     /// ```
     /// use deliloop::queue::{DeliQueue, Push};
@@ -810,12 +821,15 @@ impl<T> DeliQueue<T> {
 
     /// The counts of [`set_counted`](Self::set_counted)'s items: on the
     /// stack, as of the last sweep; on lanes, `accepted` as pushed (each
-    /// lane keeps its count: one load per lane here) and the removals as
-    /// the consumer reached them.
+    /// lane keeps its count: one load per lane here), the cancels and
+    /// removals as they happened (two more loads).
     pub fn counts(&self) -> Counts {
         let mut c = self.counts;
         if self.numbered {
+            let (cancelled, removed) = self.shared.home.gone();
             c.accepted += self.lanes.counted();
+            c.cancelled += cancelled;
+            c.removed += removed;
         }
         c
     }
@@ -883,10 +897,14 @@ impl<T> DeliQueue<T> {
         self.limbo.len() + self.lanes.in_limbo()
     }
 
-    /// The largest [`limbo_len`](Self::limbo_len) seen so far: the larger
-    /// of the stack's and the lanes' peaks (each limbo keeps its own).
+    /// The largest [`limbo_len`](Self::limbo_len) seen so far: at each
+    /// maintain, now, and each of its two parts' own peaks (the stack's
+    /// nodes and the lanes' memory), whichever is largest.
     pub fn limbo_peak(&self) -> usize {
-        self.limbo.peak().max(self.lanes.limbo_peak())
+        self.limbo_sum_peak
+            .max(self.limbo_len())
+            .max(self.limbo.peak())
+            .max(self.lanes.limbo_peak())
     }
 
     /// Heap entries, tombstones included.
@@ -1277,16 +1295,9 @@ fn pick_key(p: &Pick) -> (u64, i64) {
     (p.meta.when, p.number() as i64)
 }
 
-/// A removed lane item the consumer stepped over: counted (if its flags
-/// are), its payload dropped at the next maintain.
-fn count_removed<T>(counts: &mut Counts, counted: u32, r: Removed<T>, to_drop: &mut Vec<T>) {
-    if r.flags & counted != 0 {
-        *if r.by_walker {
-            &mut counts.removed
-        } else {
-            &mut counts.cancelled
-        } += 1;
-    }
+/// A removed lane item the consumer stepped over: its payload, dropped at
+/// the next maintain (whoever removed it counted it: `LaneHome::note_gone`).
+fn drop_removed<T>(r: Removed<T>, to_drop: &mut Vec<T>) {
     to_drop.push(r.payload);
 }
 

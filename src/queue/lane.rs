@@ -1203,6 +1203,7 @@ pub(crate) unsafe fn walk<T>(
     lane: &Lane<T>,
     guard: &super::gate::Guard<'_>,
     mut f: impl FnMut(&Meta) -> bool,
+    mut removed_one: impl FnMut(&Meta),
 ) -> usize {
     let _ = guard;
     let mut removed = 0;
@@ -1221,6 +1222,7 @@ pub(crate) unsafe fn walk<T>(
                     // Acquire read of the slot's published state.
                     let meta = unsafe { Block::read_meta(b, i, w) };
                     if f(&meta) && remove_walked(&slot.state, w) {
+                        removed_one(&meta);
                         removed += 1;
                     }
                 }
@@ -1362,11 +1364,11 @@ mod tests {
         let gate = Gate::new();
         let guard = gate.enter();
         // SAFETY: nothing recycles blocks during the walk.
-        let removed = unsafe { walk(lane, &guard, |m| m.tag == 1) };
+        let removed = unsafe { walk(lane, &guard, |m| m.tag == 1, |_| {}) };
         assert_eq!(removed, (SLOTS + 3) / 2);
         // A second walk finds nothing more to remove.
         // SAFETY: as above.
-        assert_eq!(unsafe { walk(lane, &guard, |m| m.tag == 1) }, 0);
+        assert_eq!(unsafe { walk(lane, &guard, |m| m.tag == 1, |_| {}) }, 0);
         drop(guard);
         let mut r = lane.reader();
         let got = drain_all(&mut r);
@@ -1409,7 +1411,7 @@ mod tests {
         }
         let gate = Gate::new();
         // SAFETY: nothing recycles blocks during the walk.
-        unsafe { walk(lane, &gate.enter(), |_| true) };
+        unsafe { walk(lane, &gate.enter(), |_| true, |_| {}) };
         let Head::Dead(_) = r.head(|_| unreachable!()) else {
             panic!("not removed")
         };
@@ -1455,10 +1457,15 @@ mod tests {
         let mut walked = Vec::new();
         // SAFETY: nothing recycles blocks during the walk.
         unsafe {
-            walk(lane, &gate.enter(), |m| {
-                walked.push((m.when, m.tag, m.flags));
-                false
-            })
+            walk(
+                lane,
+                &gate.enter(),
+                |m| {
+                    walked.push((m.when, m.tag, m.flags));
+                    false
+                },
+                |_| {},
+            )
         };
         let want: Vec<_> = keys.iter().map(|k| (k.when, k.tag, k.flags)).collect();
         assert_eq!(walked, want);
@@ -1570,7 +1577,7 @@ mod tests {
         let gate = Gate::new();
         let guard = gate.enter();
         // SAFETY: the lane's blocks are not recycled while this runs.
-        assert_eq!(unsafe { walk(lane, &guard, |m| m.tag == 2) }, 1);
+        assert_eq!(unsafe { walk(lane, &guard, |m| m.tag == 2, |_| {}) }, 1);
         drop(guard);
         let mut seen = Vec::new();
         for _ in 0..2 {
@@ -1976,10 +1983,15 @@ pub mod loom_model {
             // SAFETY: inside the gate, whose grace periods the reader's
             // limbo waits out before a passed block is recycled.
             unsafe {
-                walk(&*self.lane, &guard, |m| {
-                    assert_eq!(u64::from(m.flags), m.tag, "a slot's own flags");
-                    m.tag == tag
-                })
+                walk(
+                    &*self.lane,
+                    &guard,
+                    |m| {
+                        assert_eq!(u64::from(m.flags), m.tag, "a slot's own flags");
+                        m.tag == tag
+                    },
+                    |_| {},
+                )
             }
         }
     }

@@ -37,6 +37,11 @@ pub(crate) struct LaneHome<T> {
     /// The consumer's counted flags (`DeliQueue::set_counted`), read by
     /// every lane push: a line of its own that is only read once set.
     counted: CachePadded<AtomicU32>,
+    /// Lane items with the counted flags removed by their ticket and by
+    /// walkers, counted by whoever removed them (the consumer reaches a
+    /// removed item only behind every item before it, which a barrier may
+    /// hold).
+    gone: CachePadded<[AtomicU64; 2]>,
     pub(crate) registry: Registry<T>,
 }
 
@@ -46,6 +51,7 @@ impl<T> LaneHome<T> {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             order: CachePadded(AtomicU64::new(0)),
             counted: CachePadded(AtomicU32::new(0)),
+            gone: CachePadded([AtomicU64::new(0), AtomicU64::new(0)]),
             registry: Registry::new(),
         }
     }
@@ -60,6 +66,22 @@ impl<T> LaneHome<T> {
     /// it should count).
     pub(crate) fn set_counted(&self, flags: u32) {
         self.counted.store(flags, Ordering::Relaxed);
+    }
+
+    /// A lane item with `flags` was removed: by its ticket, or by a
+    /// walker (`by_walker`). Counted if its flags are.
+    pub(crate) fn note_gone(&self, flags: u32, by_walker: bool) {
+        if flags & self.counted() != 0 {
+            self.gone[usize::from(by_walker)].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counted lane items removed so far: (by ticket, by walker).
+    pub(crate) fn gone(&self) -> (u64, u64) {
+        (
+            self.gone[0].load(Ordering::Relaxed),
+            self.gone[1].load(Ordering::Relaxed),
+        )
     }
 
     /// Whether the push counter says closed.

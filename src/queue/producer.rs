@@ -394,7 +394,10 @@ impl<T> Producer<T> {
             Some(lane_push) if opts.due_now && !opts.front && !opts.barrier => {
                 match lane_push(&self.shared, item, &opts) {
                     Ok(done) => {
-                        return done.map(|(ticket, pushed)| (Ticket(Held::Lane(ticket)), pushed))
+                        return done.map(|(ticket, pushed)| {
+                            let shared = self.shared.clone();
+                            (Ticket(Held::Lane { ticket, shared }), pushed)
+                        })
                     }
                     Err(item) => item,
                 }
@@ -535,11 +538,11 @@ impl<T> Producer<T> {
             false
         });
         if self.shared.lane_push.is_some() {
-            removed += self
-                .shared
-                .home
-                .registry
-                .walk(|meta| pred(&ItemInfo::of_meta(meta)));
+            let home = &self.shared.home;
+            removed += home.registry.walk_with(
+                |meta| pred(&ItemInfo::of_meta(meta)),
+                |meta| home.note_gone(meta.flags, true),
+            );
         }
         removed
     }
@@ -627,13 +630,17 @@ pub struct Ticket<T>(Held<T>);
 
 /// What a ticket holds: a stack node (with the queue, to which a removed
 /// or last-released node goes back), or a lane slot (its block's ticket
-/// count keeps the block allocated; `docs/lanes.md`, "Tickets in lanes").
+/// count keeps the block allocated; `docs/lanes.md`, "Tickets in lanes"),
+/// with the queue, whose count of removed lane items a cancel adds to.
 enum Held<T> {
     Node {
         node: NonNull<Node<T>>,
         shared: Arc<Shared<T>>,
     },
-    Lane(lane::Ticket<T>),
+    Lane {
+        ticket: lane::Ticket<T>,
+        shared: Arc<Shared<T>>,
+    },
 }
 
 // SAFETY: a node ticket only touches the node's atomic state and the free
@@ -660,7 +667,13 @@ impl<T> Ticket<T> {
     pub fn cancel(&self) -> bool {
         let (node, shared) = match &self.0 {
             Held::Node { node, shared } => (node.as_ptr(), shared),
-            Held::Lane(ticket) => return ticket.cancel(),
+            Held::Lane { ticket, shared } => {
+                let won = ticket.cancel();
+                if won {
+                    shared.home.note_gone(ticket.meta().flags, false);
+                }
+                return won;
+            }
         };
         // SAFETY: the ticket holds a reference, so the node is alive.
         unsafe { (*node).check_alive() };
@@ -683,7 +696,7 @@ impl<T> Ticket<T> {
                 node.check_alive();
                 node.state.load(Ordering::Acquire) & LIFE_MASK == QUEUED
             }
-            Held::Lane(ticket) => ticket.is_pending(),
+            Held::Lane { ticket, .. } => ticket.is_pending(),
         }
     }
 
@@ -692,7 +705,7 @@ impl<T> Ticket<T> {
         match &self.0 {
             // SAFETY: the ticket holds a reference, so the node is alive.
             Held::Node { node, .. } => ItemInfo::of(unsafe { node.as_ref() }),
-            Held::Lane(ticket) => ItemInfo::of_meta(&ticket.meta()),
+            Held::Lane { ticket, .. } => ItemInfo::of_meta(&ticket.meta()),
         }
     }
 }

@@ -158,7 +158,17 @@ impl<T> Registry<T> {
     /// Calls `f` with the key of every queued item in every lane; where
     /// `f` says so, removes the item (the consumer drops its payload when
     /// it reaches it). Returns how many were removed. Any thread.
-    pub(crate) fn walk(&self, mut f: impl FnMut(&Meta) -> bool) -> usize {
+    pub(crate) fn walk(&self, f: impl FnMut(&Meta) -> bool) -> usize {
+        self.walk_with(f, |_| {})
+    }
+
+    /// As [`walk`](Self::walk), calling `removed_one` with the key of each
+    /// item this walk removed, after its removal.
+    pub(crate) fn walk_with(
+        &self,
+        mut f: impl FnMut(&Meta) -> bool,
+        mut removed_one: impl FnMut(&Meta),
+    ) -> usize {
         let guard: Guard<'_> = self.gate.enter();
         let mut removed = 0;
         let mut l = self.head.load(Ordering::Acquire);
@@ -168,7 +178,7 @@ impl<T> Registry<T> {
             // period, which waits for this guard.
             unsafe {
                 (*l).check_alive();
-                removed += lane::walk(&*l, &guard, &mut f);
+                removed += lane::walk(&*l, &guard, &mut f, &mut removed_one);
                 (*l).check_alive();
                 l = (*l).link.load(Ordering::Acquire);
             }

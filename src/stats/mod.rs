@@ -136,10 +136,11 @@ pub struct Stats {
     /// [`Handle::remove_where`](crate::Handle::remove_where) or
     /// [`Handle::has`](crate::Handle::has) may still stand on them. The loop
     /// never waits for such a thread: this grows instead, and is freed
-    /// once it leaves. At most 1024 while no such thread is inside.
+    /// once it leaves. While no such thread is inside, at most 1024 nodes
+    /// plus a few lane blocks (a passed block is reclaimed at the next).
     pub limbo: u64,
-    /// The largest `limbo` seen (the larger of the nodes' and the lanes'
-    /// peaks).
+    /// The largest `limbo` seen (at the loop's maintains, and each part's
+    /// own peak).
     pub limbo_peak: u64,
     /// Idle handlers that panicked (each was removed; the loop went on).
     pub idle_panics: u64,
