@@ -17,6 +17,7 @@ use super::measure::Timing;
 use super::message::Entry;
 use super::park::Parker;
 use super::remote::Remote;
+use crate::queue::Counts;
 use crate::queue::DeliQueue;
 use crate::reactor::IoDriver;
 use crate::stats::pressure::Psi;
@@ -202,16 +203,19 @@ impl Core {
 
     /// Posted messages pending, as the loop counts them (after a sweep).
     pub(crate) fn backlog_now(&self) -> u64 {
-        let counts = self.queue.borrow().counts();
-        self.consumed_total()
-            .map_or(0, |consumed| counts.accepted.saturating_sub(consumed))
+        self.backlog_of(&self.queue.borrow().counts())
+    }
+
+    /// The backlog given the queue's counts (read once: on a queue with
+    /// lanes, a read costs a load per lane).
+    fn backlog_of(&self, counts: &Counts) -> u64 {
+        counts.accepted.saturating_sub(self.consumed_of(counts))
     }
 
     /// Messages that left the backlog: run, cancelled, removed, dropped.
-    pub(crate) fn consumed_total(&self) -> Option<u64> {
-        let counts = self.queue.borrow().counts();
+    fn consumed_of(&self, counts: &Counts) -> u64 {
         let c = &self.counters;
-        Some(c.messages_run.get() + counts.cancelled + counts.removed + c.messages_dropped.get())
+        c.messages_run.get() + counts.cancelled + counts.removed + c.messages_dropped.get()
     }
 
     /// After a batch's sweep: if the sweep took messages in or saw some
@@ -222,7 +226,7 @@ impl Core {
         if sum == self.accepted_seen.replace(sum) {
             return;
         }
-        let b = self.backlog_now();
+        let b = self.backlog_of(&counts);
         let peak = &self.counters.backlog_peak;
         peak.set(peak.get().max(b));
         self.remote.backlog.store(b, Ordering::Relaxed);
@@ -248,13 +252,13 @@ impl Core {
         if ran == self.ran_seen.replace(ran) && self.remote.flood.is_none() {
             return;
         }
-        let consumed = self.consumed_total().unwrap_or(0);
+        let counts = self.queue.borrow().counts();
+        let consumed = self.consumed_of(&counts);
         let n = consumed - self.consumed_published.replace(consumed);
         if n > 0 {
-            let accepted = self.queue.borrow().counts().accepted;
             self.remote
                 .backlog
-                .store(accepted.saturating_sub(consumed), Ordering::Relaxed);
+                .store(counts.accepted.saturating_sub(consumed), Ordering::Relaxed);
         }
         if let Some(flood) = &self.remote.flood {
             self.flood_retry.set(!flood.consumed(n as usize));
