@@ -147,10 +147,10 @@ fn a_cancel_or_a_removal_releases_a_waiter_while_the_loop_sleeps() {
     );
 }
 
-/// Posts due now wait on their poster's lane; a sync barrier holds them
-/// there, and the loop reaches a cancelled one only behind the ones before
-/// it. The cancel still makes room at once: a lane message's cancel is
-/// counted by the canceller, not when the loop reaches it.
+/// A sync barrier holds posts back; cancelling two of them makes room at
+/// the loop's next look, although the loop runs none of them (a cancel is
+/// counted when the loop sweeps it, or, for an item on a lane, by the
+/// canceller: a lane item is reached only behind the ones before it).
 #[test]
 fn cancelling_posts_a_barrier_holds_makes_room() {
     let looper = Looper::builder().backlog_watermarks(1, 3).build().unwrap();

@@ -1,6 +1,6 @@
 //! The queue's behaviour tests (`tests/common/queue_body.rs`, as
 //! `tests/queue.rs` runs them) on a queue made with
-//! `DeliQueue::with_lanes`: due-now pushes without a ticket take their
+//! `DeliQueue::with_lanes`: due-now pushes, with a ticket or without, take their
 //! thread's lane, the rest the stack, in one `(when, seq)` order.
 
 fn new_queue<T: Send + 'static>() -> deliloop::queue::DeliQueue<T> {
@@ -255,4 +255,34 @@ mod lanes_and_barriers {
         assert!(barrier.cancel());
         assert_eq!(q.peek_deadline(), Some(6));
     }
+}
+
+/// A lane item is reached only behind the items before it, which a sync
+/// barrier may hold for long; its cancel and a walker's removal are
+/// counted when they happen (by the canceller, by the walker), once, so
+/// a backlog built on `counts()` drops at once (the runtime's watermarks).
+#[test]
+fn a_lane_items_cancel_or_removal_is_counted_at_once_and_once() {
+    let mut q = DeliQueue::with_lanes();
+    q.set_counted(1);
+    let p = q.producer();
+    let (barrier, _) = p.push_barrier("barrier", 0, 0).unwrap();
+    let _ = p.push_with("held", Push::due_now(5).flags(1)).unwrap();
+    let (t, _) = p
+        .push_cancellable("cancelled", Push::due_now(5).flags(1))
+        .unwrap();
+    let _ = p
+        .push_with("removed", Push::due_now(5).flags(1).tag(9))
+        .unwrap();
+    assert!(t.cancel());
+    assert_eq!(p.remove_where(|i| i.tag() == Some(9)), 1);
+    assert!(q.pop_due(10).is_none(), "held by the barrier");
+    let c = q.counts();
+    assert_eq!((c.accepted, c.cancelled, c.removed), (3, 1, 1));
+    assert!(barrier.cancel());
+    let _ = p.nudge();
+    assert_eq!(q.pop_due(10).map(|e| e.item), Some("held"));
+    assert!(q.pop_due(10).is_none());
+    let c = q.counts();
+    assert_eq!((c.accepted, c.cancelled, c.removed), (3, 1, 1), "once");
 }

@@ -125,13 +125,11 @@ impl Handle {
     }
 
     /// Posts a closure to run on the loop thread, after everything already
-    /// due. It goes on the posting thread's lane of the loop's queue
-    /// (`docs/lanes.md`): one clock read, a fetch-add of the queue's push
-    /// counter and a publishing swap, no lock; a syscall only if the loop
-    /// sleeps. A closure of up to two words (say an `Arc` and an index) is
-    /// stored in the lane's slot, so once the lane's blocks are warm the
-    /// post allocates nothing (`tests/post_alloc.rs`); a larger one is
-    /// boxed.
+    /// due. One CAS on the queue's stack (and a fetch-add of its push
+    /// counter); a syscall only if the loop sleeps. A closure of up to two
+    /// words (say an `Arc` and an index) is stored in the queue's node, so
+    /// once the queue's node memory is warm the post allocates nothing
+    /// (`tests/post_alloc.rs`); a larger one is boxed.
     ///
     /// # Errors
     /// [`PostError::Quit`] with the closure if the looper has quit.
@@ -288,7 +286,7 @@ impl Handle {
         })
         .is_some();
         let mut opts = match when {
-            When::Now => Push::due_now(remote.now_ticks()),
+            When::Now => Push::at(remote.now_ticks()),
             When::Delay(d) => Push::at(remote.ticks_after(d)),
             When::At(t) => Push::at(remote.ticks_at(t)),
             When::Front => {

@@ -168,10 +168,9 @@ pub struct MessageId {
 
 impl MessageId {
     /// Cancels the message: `true` means it will never run (its closure is
-    /// dropped on the loop thread: at its next sweep for a delayed or
-    /// front message, when the loop reaches its place for one posted due
-    /// now, or at quit); `false` means it already ran, was cancelled, or
-    /// was dropped by quit. One CAS, lock-free, from any thread.
+    /// dropped on the loop thread at its next sweep, or at quit); `false`
+    /// means it already ran, was cancelled, or was dropped by quit. One
+    /// CAS, lock-free, from any thread.
     pub fn cancel(&self) -> bool {
         self.ticket.cancel()
     }
