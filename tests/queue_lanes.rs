@@ -286,3 +286,36 @@ fn a_lane_items_cancel_or_removal_is_counted_at_once_and_once() {
     let c = q.counts();
     assert_eq!((c.accepted, c.cancelled, c.removed), (3, 1, 1), "once");
 }
+
+/// Each lane counts its counted pushes; a lane whose thread exited is
+/// retired and unlinked once read to its end, and its count is kept by
+/// the consumer, so `counts().accepted` never goes back.
+#[test]
+fn counts_keep_the_pushes_of_lanes_retired_and_unlinked() {
+    let mut q = DeliQueue::with_lanes();
+    q.set_counted(1);
+    for _ in 0..3 {
+        let p = q.producer();
+        std::thread::spawn(move || {
+            for i in 0..100 {
+                let _ = p.push_with(i, Push::due_now(0).flags(1)).unwrap();
+            }
+        })
+        .join()
+        .unwrap();
+    }
+    let mut popped = 0;
+    while q.pop_due(0).is_some() {
+        popped += 1;
+    }
+    assert_eq!(popped, 300);
+    assert_eq!(q.counts().accepted, 300);
+    // The lanes' upkeep (every 64 maintains, and before a sleep) retires
+    // the exited threads' lanes and unlinks all but the newest.
+    for _ in 0..130 {
+        q.maintain();
+    }
+    assert!(q.prepare_sleep(None));
+    q.wake();
+    assert_eq!(q.counts().accepted, 300);
+}
