@@ -32,6 +32,10 @@ const CANCELLED: u8 = 2;
 const DROPPED: u8 = 4;
 const DROPPED_WITH_QUEUE: u8 = 8;
 const DROPPED_TWICE: u8 = 16;
+/// Pushed due now with a ticket on a queue with lanes: on its thread's
+/// lane, whose cancelled items keep their payload until the consumer
+/// reaches them.
+const ON_LANE: u8 = 32;
 
 /// Per-id records shared by every thread.
 struct Records {
@@ -74,6 +78,7 @@ fn with_lanes_every_item_is_popped_cancelled_removed_or_dropped_exactly_once() {
 }
 
 fn run(mut q: DeliQueue<Item>, lanes: bool) {
+    q.set_counted(1);
     let total = PRODUCERS * PER_PRODUCER;
     let records = Arc::new(Records {
         state: (0..total).map(|_| AtomicU8::new(0)).collect(),
@@ -95,14 +100,20 @@ fn run(mut q: DeliQueue<Item>, lanes: bool) {
                         records: records.clone(),
                     };
                     let clock = i as u64 * SPAN / PER_PRODUCER as u64;
-                    let opts = if rng.gen_ratio(1, 20) {
-                        Push::front().tag(id as u64)
+                    let (opts, due_now) = if rng.gen_ratio(1, 20) {
+                        (Push::front().tag(id as u64).flags(1), false)
                     } else if lanes && rng.gen_ratio(1, 3) {
-                        Push::due_now(clock).tag(id as u64)
+                        (Push::due_now(clock).tag(id as u64).flags(1), true)
                     } else {
-                        Push::at(rng.gen_range(0..SPAN)).tag(id as u64)
+                        (
+                            Push::at(rng.gen_range(0..SPAN)).tag(id as u64).flags(1),
+                            false,
+                        )
                     };
                     if rng.gen_ratio(3, 10) {
+                        if due_now {
+                            records.state[id].fetch_or(ON_LANE, Ordering::SeqCst);
+                        }
                         let (ticket, _) = p.push_cancellable(item, opts).unwrap();
                         tx.send((id, ticket)).unwrap();
                     } else {
@@ -163,7 +174,8 @@ fn run(mut q: DeliQueue<Item>, lanes: bool) {
             );
             let prev = records.state[e.item.id].fetch_or(POPPED, Ordering::SeqCst);
             assert_eq!(
-                prev, 0,
+                prev & !ON_LANE,
+                0,
                 "item {} popped twice or after its cancel",
                 e.item.id
             );
@@ -183,6 +195,13 @@ fn run(mut q: DeliQueue<Item>, lanes: bool) {
     q.maintain();
     records.dropping.store(true, Ordering::SeqCst);
     let pending = q.len();
+    // The queue's own counts agree: every item accepted, each cancel and
+    // removal counted once (on a lane, by the canceller or the walker).
+    let c = q.counts();
+    assert_eq!(
+        (c.accepted, c.cancelled, c.removed),
+        (total as u64, cancelled as u64, removed as u64)
+    );
     drop(q);
     drop(held);
 
@@ -197,7 +216,11 @@ fn run(mut q: DeliQueue<Item>, lanes: bool) {
             // A lane item's payload stays until the consumer reaches its
             // place, cancelled or not: one cancelled on a lane the
             // consumer had not reached goes with the queue.
-            let gone_early = if lanes { POPPED } else { POPPED | CANCELLED };
+            let gone_early = if s & ON_LANE != 0 {
+                POPPED
+            } else {
+                POPPED | CANCELLED
+            };
             assert_eq!(s & gone_early, 0, "item {id}: {s:#b}");
             if s & CANCELLED != 0 {
                 cancelled_with_queue += 1;

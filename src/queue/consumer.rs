@@ -131,8 +131,9 @@ pub struct DeliQueue<T> {
     numbers: Vec<i64>,
     /// Maintains since the lanes' own upkeep last ran (`maintain_at`).
     lane_upkeep: u32,
-    /// The largest sum of the two limbos' lengths seen at a maintain.
-    limbo_sum_peak: usize,
+    /// The largest sum of the two limbos' lengths seen at a maintain or
+    /// by a caller of `limbo_len`.
+    limbo_sum_peak: std::cell::Cell<usize>,
     /// The last sleep was called off by `prepare_sleep` after a producer
     /// had claimed its wake-up ([`take_wake_claimed`](Self::take_wake_claimed)).
     wake_claimed: bool,
@@ -216,7 +217,7 @@ impl<T> DeliQueue<T> {
             numbered,
             numbers: Vec::new(),
             lane_upkeep: 0,
-            limbo_sum_peak: 0,
+            limbo_sum_peak: std::cell::Cell::new(0),
             wake_claimed: false,
             lanes_busy: false,
         }
@@ -740,10 +741,7 @@ impl<T> DeliQueue<T> {
         if self.tombstones >= COMPACT_MIN && self.tombstones * 2 > self.heap_len() {
             self.compact();
         }
-        let in_limbo = self.limbo_len();
-        if in_limbo > self.limbo_sum_peak {
-            self.limbo_sum_peak = in_limbo;
-        }
+        self.limbo_len();
         if self.limbo.len() > 0 {
             self.reclaim();
         }
@@ -821,13 +819,18 @@ impl<T> DeliQueue<T> {
 
     /// The counts of [`set_counted`](Self::set_counted)'s items: on the
     /// stack, as of the last sweep; on lanes, `accepted` as pushed (each
-    /// lane keeps its count: one load per lane here), the cancels and
-    /// removals as they happened (two more loads).
+    /// lane keeps its count: one load per lane here, lanes the consumer
+    /// has not read yet included), the cancels and removals as they
+    /// happened (two more loads), so `cancelled + removed` never passes
+    /// `accepted`.
     pub fn counts(&self) -> Counts {
         let mut c = self.counts;
         if self.numbered {
+            // The removals first: every removal read here is of an item
+            // whose lane's count, read after, includes it (`note_gone`);
+            // lanes not adopted yet are read too.
             let (cancelled, removed) = self.shared.home.gone();
-            c.accepted += self.lanes.counted();
+            c.accepted += self.lanes.counted(&self.shared.home.registry);
             c.cancelled += cancelled;
             c.removed += removed;
         }
@@ -894,15 +897,20 @@ impl<T> DeliQueue<T> {
     /// memory the consumer passed or retired (a block of 64 items, a
     /// lane's header) waits out walkers too and is counted here.
     pub fn limbo_len(&self) -> usize {
-        self.limbo.len() + self.lanes.in_limbo()
+        let len = self.limbo.len() + self.lanes.in_limbo();
+        if len > self.limbo_sum_peak.get() {
+            self.limbo_sum_peak.set(len);
+        }
+        len
     }
 
     /// The largest [`limbo_len`](Self::limbo_len) seen so far: at each
-    /// maintain, now, and each of its two parts' own peaks (the stack's
-    /// nodes and the lanes' memory), whichever is largest.
+    /// maintain, at each call of `limbo_len` (this one's included), and
+    /// each of its two parts' own peaks (the stack's nodes and the lanes'
+    /// memory), whichever is largest.
     pub fn limbo_peak(&self) -> usize {
-        self.limbo_sum_peak
-            .max(self.limbo_len())
+        self.limbo_len()
+            .max(self.limbo_sum_peak.get())
             .max(self.limbo.peak())
             .max(self.lanes.limbo_peak())
     }

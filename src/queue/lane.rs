@@ -856,12 +856,10 @@ impl<T> std::fmt::Debug for Ticket<T> {
 }
 
 /// A removed item the reader stepped over: its payload, for the caller
-/// to drop, and what the consumer counts of it.
+/// to drop (whoever removed it counted it).
 #[derive(Debug)]
 pub(crate) struct Removed<T> {
     pub(crate) payload: T,
-    /// Its flags, as pushed.
-    pub(crate) flags: u32,
     /// Removed by a walker (`remove_where`), not by its ticket.
     pub(crate) by_walker: bool,
 }
@@ -1018,9 +1016,6 @@ impl<T> Reader<T> {
         self.idx += 1;
         match life(word) {
             CANCELLED | WALKED => {
-                // SAFETY: the reader's block is live; `word` is the Acquire
-                // read of a published state (the key stays until reuse).
-                let flags = unsafe { Block::read_meta(self.block, self.idx - 1, word) }.flags;
                 slot.state
                     .store((word & !LIFE) | DROPPED, Ordering::Relaxed);
                 Some(Removed {
@@ -1030,7 +1025,6 @@ impl<T> Reader<T> {
                         // came after the publish).
                         unsafe { (*p).assume_init_read() }
                     }),
-                    flags,
                     by_walker: life(word) == WALKED,
                 })
             }
@@ -1584,9 +1578,9 @@ mod tests {
             // SAFETY: nothing passed yet.
             assert!(matches!(r.head(|_| unreachable!()), Head::Dead(_)));
             let removed = r.step_over().expect("a payload");
-            seen.push((removed.payload, removed.flags, removed.by_walker));
+            seen.push((removed.payload, removed.by_walker));
         }
-        assert_eq!(seen, [(10, 0x41, false), (20, 0x42, true)]);
+        assert_eq!(seen, [(10, false), (20, true)]);
         drop((t, w, r));
         // SAFETY: nothing else holds the lane.
         unsafe { Lane::free(lane_ptr) };

@@ -72,15 +72,20 @@ impl<T> LaneHome<T> {
     /// walker (`by_walker`). Counted if its flags are.
     pub(crate) fn note_gone(&self, flags: u32, by_walker: bool) {
         if flags & self.counted() != 0 {
-            self.gone[usize::from(by_walker)].fetch_add(1, Ordering::Relaxed);
+            // Release: the removal's CAS read the item's publish, which
+            // came after its lane counted it; a consumer that reads this
+            // count (Acquire) and then the lane's count sees the item in
+            // both.
+            self.gone[usize::from(by_walker)].fetch_add(1, Ordering::Release);
         }
     }
 
-    /// Counted lane items removed so far: (by ticket, by walker).
+    /// Counted lane items removed so far: (by ticket, by walker). Read
+    /// before the lanes' counts (see `note_gone`).
     pub(crate) fn gone(&self) -> (u64, u64) {
         (
-            self.gone[0].load(Ordering::Relaxed),
-            self.gone[1].load(Ordering::Relaxed),
+            self.gone[0].load(Ordering::Acquire),
+            self.gone[1].load(Ordering::Acquire),
         )
     }
 

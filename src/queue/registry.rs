@@ -242,18 +242,30 @@ impl<T> Lanes<T> {
         }
     }
 
-    /// Pushes with the counted flags on every lane adopted so far
-    /// ([`Lane::counted`]): one load per lane, of a line its producer
-    /// writes. At least every such item the consumer has taken, stepped
-    /// over or drained.
-    pub(crate) fn counted(&self) -> u64 {
-        let live: u64 = self
-            .list
-            .iter()
+    /// Pushes with the counted flags on every lane of the registry
+    /// ([`Lane::counted`]), adopted or not, and on the lanes unlinked: one
+    /// load per lane, of a line its producer writes. At least every such
+    /// item the consumer has taken, stepped over or drained, or a walker
+    /// or a ticket has removed.
+    pub(crate) fn counted(&self, reg: &Registry<T>) -> u64 {
+        let mut sum = self.counted_unlinked;
+        for a in &self.list {
             // SAFETY: adopted lanes are live until unlinked.
-            .map(|a| unsafe { &*a.lane }.counted())
-            .sum();
-        self.counted_unlinked + live
+            sum += unsafe { &*a.lane }.counted();
+        }
+        // Lanes registered since the last adoption: from the head down to
+        // `seen` (never unlinked; `adopt_from`'s walk). Only the consumer
+        // unlinks headers, so these are live.
+        let mut l = reg.head(false);
+        while !l.is_null() && l != self.seen {
+            // SAFETY: as above.
+            unsafe {
+                (*l).check_alive();
+                sum += (*l).counted();
+                l = (*l).link.load(Ordering::Acquire);
+            }
+        }
+        sum
     }
 
     /// How many lanes the consumer reads (retired ones not counted).
