@@ -47,6 +47,11 @@
 //!   ticket's `fetch_sub` frees it instead. A ticket keeps its item's key,
 //!   so it never reads a slot's key that a reuse may be writing.
 //!
+//! * **Counts**: each lane counts its pushes that carry the queue's
+//!   counted flags (`counted`), stored by its producer before the publish
+//!   and taken back after a recall, so a count read after the consumer
+//!   took (or a remover removed) an item includes it.
+//!
 //! Every CAS on a state compares the whole word, number included.
 //!
 //! # Who writes what
@@ -60,6 +65,7 @@
 //! | block `tickets` | the producer (+1 before a ticketed publish, -1 if the push was refused), tickets (-1 at drop), whoever frees the block (DOOMED) |
 //! | lane `returned` | the consumer and an exiting producer (CAS), the producer (`swap`) |
 //! | lane `first` | the consumer |
+//! | lane `counted` | its producer only (a store before each counted publish, one less after a recall); read by the consumer |
 //! | lane `status` | the producer (ABANDONED at thread exit) |
 
 use std::mem::MaybeUninit;

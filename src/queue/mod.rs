@@ -26,8 +26,9 @@
 //! `pick.rs`). With lanes on, every push but a front one takes a *push
 //! number* from one shared counter (`order`, whose bit 63 is CLOSED), and
 //! that number is its `seq`: a stack node carries it in `prev` until it is
-//! swept. A push due now without a ticket (not front, not a barrier) goes
-//! instead to its thread's *lane*: blocks of slots only that thread
+//! swept. A push due now (not front, not a barrier; a cancellable one
+//! only if made with [`Push::due_now`], and then its [`Ticket`] is a lane
+//! slot's) goes instead to its thread's *lane*: blocks of slots only that thread
 //! writes, published by one swap per slot and read by the consumer in
 //! order. The consumer's pop takes the least of the heaps' heads and the
 //! lanes' heads (`pick.rs` re-reads lanes it found empty, so it never
@@ -102,6 +103,8 @@
 //! | node `prev` | with lanes, its producer (the push number) before publishing; once swept, the consumer only |
 //! | node `local`, the heaps, the classes' in-order lanes, limbo | the consumer only |
 //! | `order` (with lanes) | every non-front push (`fetch_add`), any closer (`fetch_or` of CLOSED) |
+//! | the counted mask (with lanes) | the consumer ([`DeliQueue::set_counted`]); read by every lane push and lane removal |
+//! | the lane removals' counts (with lanes) | a lane ticket's cancel and a walker's removal of a counted lane item (`fetch_add`, Release, after its winning CAS); read by the consumer (Acquire) before the lanes' counts |
 //! | a lane's slots, blocks and registry | `lane.rs` and `registry.rs` say |
 //! | node `meta`, `payload` | its producer before publishing; then `meta` is immutable and `payload` is moved out once, by the thread that owns it |
 //!

@@ -43,13 +43,14 @@ impl Push {
         }
     }
 
-    /// Due at `now`, the pusher's clock read just now (the runtime's posts
-    /// and task wakes due now): ordered exactly as [`Push::at`]`(now)`.
-    /// On a queue made with [`DeliQueue::with_lanes`], such a push without
-    /// a ticket takes the pushing thread's lane, read in the order it was
-    /// written instead of through the stack and the heap
-    /// (`docs/lanes.md`); so does a plain push due at the same time as that
-    /// thread's last lane push (a stream of `push(item, 0)`).
+    /// Due at `now`, the pusher's clock read just now (the runtime's task
+    /// wakes): ordered exactly as [`Push::at`]`(now)`. On a queue made with
+    /// [`DeliQueue::with_lanes`], such a push takes the pushing thread's
+    /// lane, read in the order it was written instead of through the stack
+    /// and the heap (`docs/lanes.md`), with a ticket
+    /// ([`Producer::push_cancellable`]) or without; so does a plain push
+    /// without a ticket due at the same time as that thread's last lane
+    /// push (a stream of `push(item, 0)`).
     ///
     /// ```
     /// use deliloop::queue::{DeliQueue, Push};
