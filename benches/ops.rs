@@ -12,7 +12,9 @@
 //! thread posts in rounds of 256, the loop runs each round), `spawn_remote`
 //! (the same with a trivial task spawned from there), `queue_remote`
 //! (the bare queue: another thread pushes in rounds, this one pops;
-//! `queue_remote_lanes` the same on a queue with lanes).
+//! `queue_remote_lanes` the same on a queue with lanes, `queue_remote_lanes2`
+//! with two threads pushing rounds in turn; `crossbeam_remote` the same
+//! through a crossbeam-channel, for reference).
 
 use std::future::Future;
 use std::hint::black_box;
@@ -64,29 +66,47 @@ fn post_dispatch(looper: &Looper, n: u64) {
 /// [`ROUND`]; `consume(until)` takes each round (until `until` items in
 /// all) before the next starts: steady state (node memory recycles), no
 /// spinning counted.
-fn rounds(n: u64, make: impl Fn(u64) + Send + 'static, mut consume: impl FnMut(u64)) {
-    let (go_tx, go_rx) = std::sync::mpsc::sync_channel::<()>(0);
+fn rounds(n: u64, make: impl Fn(u64) + Send + Clone + 'static, consume: impl FnMut(u64)) {
+    rounds_on(1, n, make, consume);
+}
+
+/// [`rounds`] with `threads` producer threads taking the rounds in turn
+/// (row B2's shape: one producer busy at a time, the others idle).
+fn rounds_on(
+    threads: u64,
+    n: u64,
+    make: impl Fn(u64) + Send + Clone + 'static,
+    mut consume: impl FnMut(u64),
+) {
+    let mut go = Vec::new();
     let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(0);
-    let producer = std::thread::spawn(move || {
-        for round in 0..n.div_ceil(ROUND) {
-            go_rx.recv().unwrap();
-            for i in round * ROUND..((round + 1) * ROUND).min(n) {
-                make(i);
-            }
-            done_tx.send(()).unwrap();
-        }
-    });
+    let producers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (go_tx, go_rx) = std::sync::mpsc::sync_channel::<()>(0);
+            go.push(go_tx);
+            let (make, done_tx) = (make.clone(), done_tx.clone());
+            std::thread::spawn(move || {
+                for round in (t..n.div_ceil(ROUND)).step_by(threads as usize) {
+                    go_rx.recv().unwrap();
+                    for i in round * ROUND..((round + 1) * ROUND).min(n) {
+                        make(i);
+                    }
+                    done_tx.send(()).unwrap();
+                }
+            })
+        })
+        .collect();
     for round in 0..n.div_ceil(ROUND) {
-        go_tx.send(()).unwrap();
+        go[(round % threads) as usize].send(()).unwrap();
         done_rx.recv().unwrap();
         consume(((round + 1) * ROUND).min(n));
     }
-    producer.join().unwrap();
+    producers.into_iter().for_each(|p| p.join().unwrap());
 }
 
 /// [`rounds`] with the looper as consumer: it runs each round until `RAN`
 /// counts it.
-fn remote_rounds(looper: &Looper, n: u64, make: impl Fn(u64) + Send + 'static) {
+fn remote_rounds(looper: &Looper, n: u64, make: impl Fn(u64) + Send + Clone + 'static) {
     rounds(n, make, |until| {
         looper.block_on(async {
             while RAN.with(|r| r.get()) < until {
@@ -141,8 +161,9 @@ fn main() {
                 .detach();
             });
         }
-        "queue_remote" | "queue_remote_lanes" => {
-            // The queue alone, in rounds of 256 as above.
+        "queue_remote" | "queue_remote_lanes" | "queue_remote_lanes2" => {
+            // The queue alone, in rounds of 256 as above (from two threads
+            // in turn for `queue_remote_lanes2`).
             let mut q = if op == "queue_remote" {
                 deliloop::queue::DeliQueue::new()
             } else {
@@ -150,7 +171,8 @@ fn main() {
             };
             let p = q.producer();
             let mut got = 0;
-            rounds(
+            rounds_on(
+                1 + u64::from(op == "queue_remote_lanes2"),
                 n,
                 move |i| {
                     let _ = p.push(i, 0).unwrap();
@@ -159,6 +181,22 @@ fn main() {
                     while got < until {
                         q.maintain();
                         while q.pop_swept(0).is_some() {
+                            got += 1;
+                        }
+                    }
+                },
+            );
+        }
+        "crossbeam_remote" => {
+            // Row B's peer in the same shape, for reference.
+            let (tx, rx) = crossbeam_channel::unbounded::<u64>();
+            let mut got = 0;
+            rounds(
+                n,
+                move |i| tx.send(i).unwrap(),
+                |until| {
+                    while got < until {
+                        while rx.try_recv().is_ok() {
                             got += 1;
                         }
                     }

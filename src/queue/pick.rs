@@ -11,11 +11,17 @@
 //! smaller number and is visible once `c`'s state has been acquired, but
 //! `a`'s lane may have been read EMPTY before that acquire. So (step 2) the
 //! consumer reads the registry's head (a lane registered since is read
-//! too) and reads again every lane it read EMPTY; among the items found
-//! with a number below `c`'s, the least by key, if less than `c`, becomes
-//! `c`, and step 2 runs again over the lanes still EMPTY. Each round lowers
+//! too) and reads again every lane it read EMPTY before it acquired `c`'s
+//! state (a lane read after it shows `a`: `a`'s publish happens before
+//! that read); among the items found with a number below `c`'s, the least
+//! by key, if less than `c`, becomes `c`, and step 2 runs again over the
+//! lanes still EMPTY. Each round lowers
 //! `c`'s number, so the pick ends within one round per lane; it never
 //! waits.
+//!
+//! Step 1 starts at the lane the last pick came from: a loop fed by one
+//! busy thread at a time finds `c` there first and reads the idle lanes
+//! after it, so step 2 has nothing to read again.
 //!
 //! A lane read with a head `h` needs no second look: anything behind `h`
 //! was pushed after it, with a key no smaller, and `h` itself was weighed
@@ -126,6 +132,16 @@ struct Again {
 }
 
 impl Again {
+    const NONE: Again = Again {
+        bits: 0,
+        from_64: false,
+    };
+
+    fn merge(&mut self, other: Again) {
+        self.bits |= other.bits;
+        self.from_64 |= other.from_64;
+    }
+
     fn mark(&mut self, i: usize) {
         if i < 64 {
             self.bits |= 1 << i;
@@ -164,10 +180,7 @@ pub(crate) fn pick_within<T>(
     mut dead: impl FnMut(lane::Removed<T>),
     allowed: &impl Fn(u8, (u64, u64)) -> bool,
 ) -> Option<Pick> {
-    let mut again = Again {
-        bits: 0,
-        from_64: false,
-    };
+    let mut again = Again::NONE;
     let mut c: Option<Pick> = None;
     if lanes.slots() == 1 {
         // One lane (a loop fed by one thread): step 2 is the registry's
@@ -191,19 +204,37 @@ pub(crate) fn pick_within<T>(
             }
         }
     }
-    let first = if c.is_some() { 0..0 } else { 0..lanes.slots() };
-    for i in first {
+    // Step 1, from the lane the last pick came from (a loop fed by one
+    // busy thread at a time finds its pick there, and reads the others
+    // after it). Lanes read EMPTY after the candidate's state was acquired
+    // (`since`) show every item pushed before it: only those read before
+    // go to step 2.
+    let n = if c.is_some() { 0 } else { lanes.slots() };
+    let start = match lanes.last_pick() {
+        last if last < n => last,
+        _ => 0,
+    };
+    let mut since = Again::NONE;
+    for k in 0..n {
+        let i = if start + k < n {
+            start + k
+        } else {
+            start + k - n
+        };
         match read_head(lanes, reg, i, &mut dead, allowed) {
             Read::Item(p) => {
                 if c.is_none_or(|c| p.key() < c.key()) {
                     c = Some(p);
+                    again.merge(since);
+                    since = Again::NONE;
                 }
             }
-            Read::Empty => again.mark(i),
+            Read::Empty => since.mark(i),
             Read::Held => {}
         }
     }
     let mut c = c?;
+    lanes.set_last_pick(c.lane);
     loop {
         // After `c`'s state was acquired: lanes registered since are read
         // as if read EMPTY before.
@@ -217,10 +248,7 @@ pub(crate) fn pick_within<T>(
             return Some(c);
         }
         let now = again;
-        again = Again {
-            bits: 0,
-            from_64: false,
-        };
+        again = Again::NONE;
         let mut lower: Option<Pick> = None;
         let mut bits = now.bits;
         let rest = if now.from_64 { 64..lanes.slots() } else { 0..0 };

@@ -227,6 +227,9 @@ pub(crate) struct Lanes<T> {
     limbo: Limbo<Retired<T>>,
     /// The counted pushes ([`Lane::counted`]) of the lanes unlinked.
     counted_unlinked: u64,
+    /// The position the last pick came from, where the next one starts
+    /// reading (`pick.rs`); a hint, read as 0 if past the last lane.
+    last: usize,
 }
 
 // SAFETY: the consumer may move to another thread with its lanes.
@@ -239,7 +242,20 @@ impl<T> Lanes<T> {
             list: Vec::new(),
             limbo: Limbo::new(),
             counted_unlinked: 0,
+            last: 0,
         }
+    }
+
+    /// Where the next pick starts reading: the last pick's position.
+    #[inline]
+    pub(crate) fn last_pick(&self) -> usize {
+        self.last
+    }
+
+    /// Notes the position a pick came from.
+    #[inline]
+    pub(crate) fn set_last_pick(&mut self, i: usize) {
+        self.last = i;
     }
 
     /// Pushes with the counted flags on every lane of the registry
