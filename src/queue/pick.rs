@@ -23,6 +23,14 @@
 //! busy thread at a time finds `c` there first and reads the idle lanes
 //! after it, so step 2 has nothing to read again.
 //!
+//! A lane read EMPTY after step 1's final `c` is not read again even if
+//! step 2 then lowers `c` to `l`: `l` has a smaller number, and every
+//! write to the push counter is an RMW, so `l`'s `fetch_add` happens
+//! before `c`'s; an item pushed before `l` was then pushed before `c`,
+//! whose state was acquired before that lane was read. This rests on
+//! step 2 lowering `c` only to items with a smaller number and on no
+//! plain store to the push counter.
+//!
 //! A lane read with a head `h` needs no second look: anything behind `h`
 //! was pushed after it, with a key no smaller, and `h` itself was weighed
 //! against `c`. With one lane, or none read EMPTY, step 2 is one load of
@@ -234,7 +242,6 @@ pub(crate) fn pick_within<T>(
         }
     }
     let mut c = c?;
-    lanes.set_last_pick(c.lane);
     loop {
         // After `c`'s state was acquired: lanes registered since are read
         // as if read EMPTY before.
@@ -245,6 +252,7 @@ pub(crate) fn pick_within<T>(
             }
         }
         if again.is_empty() {
+            lanes.set_last_pick(c.lane);
             return Some(c);
         }
         let now = again;
@@ -276,7 +284,10 @@ pub(crate) fn pick_within<T>(
         }
         match lower {
             Some(l) => c = l,
-            None => return Some(c),
+            None => {
+                lanes.set_last_pick(c.lane);
+                return Some(c);
+            }
         }
     }
 }
