@@ -56,6 +56,9 @@ pub(crate) struct Core {
     /// Wakers of the live tasks, so quit and drop can cancel them.
     pub(crate) active: RefCell<Slab<Waker>>,
     pub(crate) active_closed: Cell<bool>,
+    /// Finished tasks spawned from other threads, freed in batches
+    /// (`task_free.rs`).
+    pub(crate) far_done: super::task_free::FreeBatch,
     /// Quit's task cancellation is over: later schedules are cancelled.
     pub(crate) cancelled_all: Cell<bool>,
     pub(crate) parker: RefCell<Parker>,
@@ -133,6 +136,7 @@ impl Core {
             deadline_clock: DeadlineClock::new(),
             active: RefCell::new(Slab::new()),
             active_closed: Cell::new(false),
+            far_done: super::task_free::FreeBatch::new(),
             cancelled_all: Cell::new(false),
             parker: RefCell::new(parker),
             spin: cfg.spin,

@@ -39,6 +39,7 @@ mod report;
 mod run_sync;
 pub(crate) mod share;
 mod task;
+mod task_free;
 mod turn;
 
 pub use barrier::{BarrierToken, UnknownBarrier};

@@ -116,7 +116,9 @@ unsafe impl<T: Shared> Sync for Share<T> {}
 
 impl<T: Shared> Share<T> {
     /// A new share of the value behind `arc`, made against the owner's
-    /// reserve if this is the running owner's thread.
+    /// reserve if this is the running owner's thread. (The runtime looks
+    /// the owner up itself: `new_with` or `new_elsewhere`.)
+    #[cfg(loom)]
     pub(crate) fn new(arc: &Arc<T>) -> Share<T> {
         let value: &T = arc;
         let made = value.with_local(|local| local.make_one(value)) == Some(true);
@@ -127,6 +129,11 @@ impl<T: Shared> Share<T> {
     pub(crate) fn new_with(arc: &Arc<T>, local: &Local) -> Share<T> {
         let made = local.make_one(&**arc);
         Share::made(arc, made)
+    }
+
+    /// A new share made on a thread where the owner is not running.
+    pub(crate) fn new_elsewhere(arc: &Arc<T>) -> Share<T> {
+        Share::made(arc, false)
     }
 
     /// A new share, already counted in the owner's reserve if `made`.

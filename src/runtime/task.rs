@@ -27,12 +27,17 @@ where
     F::Output: Send + 'static,
 {
     let id = remote.id;
-    let share = match owner {
-        Some(local) => Share::new_with(remote, local),
-        None => Share::new(remote),
+    // `far`: made on a thread other than the loop's, so its memory is
+    // freed in batches once it finishes (`task_free.rs`).
+    let (share, far) = match owner {
+        Some(local) => (Share::new_with(remote, local), false),
+        None => match context::with_core(id, |core| Share::new_with(remote, &core.shares_local)) {
+            Some(share) => (share, false),
+            None => (Share::new_elsewhere(remote), true),
+        },
     };
     let (runnable, task) = Builder::new().propagate_panic(true).spawn(
-        move |()| Registered::new(future, id),
+        move |()| Registered::new(future, id, far),
         schedule_with(share, false),
     );
     // The first schedule, done here rather than through
@@ -60,7 +65,7 @@ where
     let id = core.id;
     let remote = core.remote.clone();
     let (runnable, task) = Builder::new().propagate_panic(true).spawn_local(
-        move |()| Registered::new(future, id),
+        move |()| Registered::new(future, id, false),
         move |runnable| schedule(&remote, runnable, true),
     );
     // As in `spawn`: the first schedule without async-task's guard waker.
@@ -117,14 +122,18 @@ struct Registered<F> {
     future: ManuallyDrop<F>,
     looper: u64,
     key: Option<usize>,
+    /// Spawned on another thread: when it finishes, the loop holds its
+    /// memory for a batched free (`task_free.rs`).
+    far: bool,
 }
 
 impl<F> Registered<F> {
-    fn new(future: F, looper: u64) -> Self {
+    fn new(future: F, looper: u64, far: bool) -> Self {
         Registered {
             future: ManuallyDrop::new(future),
             looper,
             key: None,
+            far,
         }
     }
 }
@@ -147,6 +156,11 @@ impl<F: Future> Future for Registered<F> {
         if poll.is_pending() && this.key.is_none() {
             this.key =
                 context::with_core(this.looper, |core| core.register_task(cx.waker())).flatten();
+        }
+        if this.far && poll.is_ready() {
+            context::with_core(this.looper, |core| {
+                core.far_done.hold(cx.waker(), std::mem::size_of::<Self>())
+            });
         }
         poll
     }

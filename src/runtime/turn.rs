@@ -111,6 +111,8 @@ impl Core {
             return;
         }
         drop(queue);
+        // Nothing stays held across a sleep (`task_free.rs`).
+        self.far_done.release();
         let sleep = wake_at.map(|w| Duration::from_nanos(w.saturating_sub(self.now_ticks())));
         Counters::bump(&self.counters.parks);
         self.trace_park(self.now_ticks());
