@@ -81,41 +81,78 @@ async fn yield_now() {
     .await
 }
 
-#[test]
-fn finished_far_tasks_hold_at_most_a_batch_and_none_after_a_park() {
-    let looper = Looper::new().unwrap();
+/// Spawns `n` small detached tasks on `looper` from another thread, with
+/// that thread's small allocations tracked; returns the count they bump.
+fn spawn_far(looper: &Looper, n: usize) -> Arc<AtomicUsize> {
     let h = looper.handle();
     let ran = Arc::new(AtomicUsize::new(0));
-    let n = 1_000;
-    let spawner = {
-        let ran = ran.clone();
-        std::thread::spawn(move || {
-            TRACKED.with(|t| t.set(true));
-            for _ in 0..n {
-                let ran = ran.clone();
-                h.spawn(async move {
-                    ran.fetch_add(1, Ordering::Relaxed);
-                })
-                .detach();
-            }
-            TRACKED.with(|t| t.set(false));
-        })
-    };
-    spawner.join().unwrap();
+    let r = ran.clone();
+    std::thread::spawn(move || {
+        TRACKED.with(|t| t.set(true));
+        for _ in 0..n {
+            let r = r.clone();
+            h.spawn(async move {
+                r.fetch_add(1, Ordering::Relaxed);
+            })
+            .detach();
+        }
+        TRACKED.with(|t| t.set(false));
+    })
+    .join()
+    .unwrap();
     assert_eq!(OVERFLOW.load(Ordering::Relaxed), 0, "the table overflowed");
-    // Run them all without parking: the main future is always ready.
+    ran
+}
+
+/// Runs every task spawned so far without parking: the main future is
+/// always ready.
+fn run_all(looper: &Looper, ran: &AtomicUsize, n: usize) {
     looper.block_on(async {
         while ran.load(Ordering::Relaxed) < n {
             yield_now().await;
         }
     });
+}
+
+// One test function: the tracking table is process-wide, so the cases run
+// one after another, each on its own looper.
+#[test]
+fn finished_far_tasks_hold_at_most_a_batch_and_none_once_the_loop_sleeps_or_quits() {
+    // A park.
+    let looper = Looper::new().unwrap();
+    let n = 1_000;
+    let ran = spawn_far(&looper, n);
+    run_all(&looper, &ran, n);
     // 1,000 = 15 x 64 + 40: the last 40 are held.
     let held = live();
-    assert!(
-        (1..=64).contains(&held),
-        "{held} finished tasks hold memory"
-    );
+    assert!((1..=64).contains(&held), "{held} finished tasks hold memory");
     // Nothing pending: the turn parks, and the batch is freed first.
     looper.turn(Some(Duration::from_millis(1)));
-    assert_eq!(live(), 0);
+    assert_eq!(live(), 0, "after a park");
+
+    // A host's wait: `dispatch_ready` arms the fd for the host and
+    // returns, without parking.
+    let ran = spawn_far(&looper, 10);
+    run_all(&looper, &ran, 10);
+    assert!(live() > 0);
+    let turn = looper.dispatch_ready();
+    assert_eq!(turn.dispatched, 0);
+    assert_eq!(live(), 0, "after dispatch_ready left the loop idle");
+
+    // Quit.
+    let ran = spawn_far(&looper, 10);
+    run_all(&looper, &ran, 10);
+    assert!(live() > 0);
+    looper.handle().quit();
+    assert!(looper.turn(Some(Duration::ZERO)).quit);
+    assert_eq!(live(), 0, "after quit");
+    drop(looper);
+
+    // The looper dropped without running again.
+    let looper = Looper::new().unwrap();
+    let ran = spawn_far(&looper, 10);
+    run_all(&looper, &ran, 10);
+    assert!(live() > 0);
+    drop(looper);
+    assert_eq!(live(), 0, "after the looper's drop");
 }

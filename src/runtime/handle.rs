@@ -57,6 +57,14 @@ impl Handle {
     /// If the looper has quit, the task is cancelled at once: awaiting it
     /// panics, [`Task::fallible`] gives `None`.
     ///
+    /// Called from a thread other than the loop's, a task whose future is
+    /// small (up to 256 bytes) keeps its memory a little after it finishes:
+    /// the loop frees such tasks 64 at a time, and all of them before it
+    /// parks, which makes the spawning thread's next allocations cheaper
+    /// (`tests/far_free.rs`). Only the allocation waits: the future is
+    /// dropped when it finishes and its output goes to the [`Task`], as
+    /// for any task.
+    ///
     /// ```
     /// use deliloop::Looper;
     ///

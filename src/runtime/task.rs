@@ -27,8 +27,9 @@ where
     F::Output: Send + 'static,
 {
     let id = remote.id;
-    // `far`: made on a thread other than the loop's, so its memory is
-    // freed in batches once it finishes (`task_free.rs`).
+    // `far`: made where its loop is not running (another thread, or the
+    // loop's own before it is entered), so the allocation is likely this
+    // thread's: freed in batches once it finishes (`task_free.rs`).
     let (share, far) = match owner {
         Some(local) => (Share::new_with(remote, local), false),
         None => match context::with_core(id, |core| Share::new_with(remote, &core.shares_local)) {
@@ -120,22 +121,53 @@ fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
 /// and every other task with it (`tests/faults.rs`).
 struct Registered<F> {
     future: ManuallyDrop<F>,
+    /// The loop's id, and [`FAR`].
     looper: u64,
     key: Option<usize>,
-    /// Spawned on another thread: when it finishes, the loop holds its
-    /// memory for a batched free (`task_free.rs`).
-    far: bool,
 }
+
+/// What async-task keeps of a finished task in place of its future.
+type Outcome<T> = Result<T, Box<dyn std::any::Any + Send>>;
+
+/// In [`Registered::looper`] (loop ids count up from 1 and never reach
+/// it): the task was spawned where its loop was not running, and when it
+/// finishes the loop holds its memory for a batched free
+/// (`task_free.rs`). A bit, not a field: a field would make every task
+/// 8 bytes larger.
+const FAR: u64 = 1 << 63;
 
 impl<F> Registered<F> {
     fn new(future: F, looper: u64, far: bool) -> Self {
+        debug_assert!(looper & FAR == 0);
         Registered {
             future: ManuallyDrop::new(future),
-            looper,
+            looper: looper | if far { FAR } else { 0 },
             key: None,
-            far,
         }
     }
+
+    fn looper(&self) -> u64 {
+        self.looper & !FAR
+    }
+}
+
+impl<F: Future> Registered<F> {
+    /// The most the task's allocation can hold besides async-task's header
+    /// and scheduler: this future, or the output (a panic's payload, boxed,
+    /// in its place if it panicked) that replaces it.
+    const TASK_BODY: usize = {
+        let future = std::mem::size_of::<Self>();
+        let output = std::mem::size_of::<Outcome<F::Output>>();
+        let body = if future > output { future } else { output };
+        let align = std::mem::align_of::<Self>();
+        let out_align = std::mem::align_of::<Outcome<F::Output>>();
+        // Over-aligned bodies start further in: not held (`usize::MAX`).
+        if align > 16 || out_align > 16 {
+            usize::MAX
+        } else {
+            body
+        }
+    };
 }
 
 impl<F: Future> Future for Registered<F> {
@@ -155,11 +187,11 @@ impl<F: Future> Future for Registered<F> {
         // after the poll returns, so this one is listed by then.
         if poll.is_pending() && this.key.is_none() {
             this.key =
-                context::with_core(this.looper, |core| core.register_task(cx.waker())).flatten();
+                context::with_core(this.looper(), |core| core.register_task(cx.waker())).flatten();
         }
-        if this.far && poll.is_ready() {
-            context::with_core(this.looper, |core| {
-                core.far_done.hold(cx.waker(), std::mem::size_of::<Self>())
+        if this.looper & FAR != 0 && poll.is_ready() {
+            context::with_core(this.looper(), |core| {
+                core.far_done.hold(cx.waker(), Self::TASK_BODY)
             });
         }
         poll
@@ -169,7 +201,7 @@ impl<F: Future> Future for Registered<F> {
 impl<F> Drop for Registered<F> {
     fn drop(&mut self) {
         if let Some(key) = self.key {
-            context::with_core(self.looper, |core| core.unregister_task(key));
+            context::with_core(self.looper(), |core| core.unregister_task(key));
         }
         // SAFETY: dropped in place (pinning allows it) exactly once, here;
         // `future` is not used after this.
@@ -177,5 +209,28 @@ impl<F> Drop for Registered<F> {
         // A panic is the destructor's own: the rest of the future was
         // dropped while it unwound, and nothing here depends on it.
         let _ = catch_unwind(AssertUnwindSafe(drop_future));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body_of<F: Future>(_: &F) -> usize {
+        Registered::<F>::TASK_BODY
+    }
+
+    #[test]
+    fn a_task_body_counts_the_output_as_well_as_the_future() {
+        let small = async { 1u64 };
+        assert!(body_of(&small) <= crate::runtime::task_free::SMALL);
+        // A small future whose output is large: the allocation holds the
+        // output, so the task is not held for a batch.
+        let large_output = async { [0u8; 4096] };
+        assert!(body_of(&large_output) >= 4096);
+        #[repr(align(64))]
+        struct Aligned;
+        let over_aligned = async { Aligned };
+        assert_eq!(body_of(&over_aligned), usize::MAX);
     }
 }

@@ -1,20 +1,24 @@
 //! The memory of small tasks spawned from other threads, freed in batches
 //! and handed to the shared cache.
 //!
-//! A task made by `Handle::spawn` on another thread is allocated there
-//! and, once it finishes (its `Task` detached or dropped), freed here,
-//! where it ran. The process allocator (glibc's) puts a small chunk freed
-//! on the loop thread on the spawning thread's free list for that size,
-//! and the spawner's next allocation of that size takes it back at once:
-//! one chunk at a time, each handover lines the loop core wrote moments
-//! before (the free list's head, the chunk's link, the task's own lines),
-//! which the spawning core fetches from the loop core's cache on every
-//! spawn (BENCHMARKS.md, "B'': two modes, and where they come from").
+//! A task made by `Handle::spawn` where its loop is not running (another
+//! thread, mostly) is allocated there and, once it finishes (its `Task`
+//! detached or dropped), freed here, where it ran. The process allocator
+//! (glibc's) puts a small chunk freed on the loop thread on the spawning
+//! thread's free list for that size (once the loop thread's own cache of
+//! seven is full), and the spawner's next allocation of that size takes
+//! it back at once: one chunk at a time, each handover lines the loop core
+//! wrote moments before (the free list's head, the chunk's link, the
+//! task's own lines), which the spawning core fetches from the loop core's
+//! cache on every spawn (BENCHMARKS.md, "B'': two modes, and where they
+//! come from").
 //!
 //! So the loop keeps one waker of each such task when its future
-//! finishes (the task's memory stays alive; its future and output are
-//! gone) and drops them [`BATCH`] at a time, before it parks, and when the
-//! loop is dropped. Two things follow:
+//! finishes (the allocation stays; the future is dropped and the output
+//! goes to the `Task`, as for any task) and drops the wakers [`BATCH`] at
+//! a time (the batch is freed when a task finds it full), before it
+//! sleeps (a park, or a host's wait when it is embedded), at quit, and
+//! when the loop is dropped. Two things follow:
 //!
 //! * The spawner finds a run of chunks on its free list and takes up to
 //!   eight of them at once into its thread cache: the list's lock and
@@ -27,10 +31,11 @@
 //!
 //! What it costs: the waker's clone and drop, two RMWs on a line the loop
 //! already holds, paid by the loop; what it holds: at most [`BATCH`]
-//! finished tasks' memory, each at most [`SMALL`] bytes of future, until
-//! the next park. Larger tasks are freed as they finish. Measured
-//! (`benches/remote_spawn`, the spawner pinned to the other CPU from the
-//! loop): BENCHMARKS.md, "B'': the loop frees far tasks in batches".
+//! finished tasks, each at most [`SMALL`] bytes besides async-task's
+//! header (about 19 KiB in all), until the loop next sleeps. Larger tasks
+//! are freed as they finish. Measured (`benches/remote_spawn`, the spawner
+//! pinned to the other CPU from the loop): BENCHMARKS.md, "B'': the loop
+//! frees far tasks in batches".
 
 use std::cell::RefCell;
 use std::task::Waker;
@@ -38,14 +43,15 @@ use std::task::Waker;
 /// Finished tasks held before their memory is released together.
 pub(crate) const BATCH: usize = 64;
 
-/// The largest future (with its registration) whose task is held: a task
-/// that size is well inside the allocator's small-chunk sizes, and the
-/// batch holds at most about 20 KiB.
+/// The largest task body (the future with its registration, or the output
+/// that replaces it) whose task is held: a task that size is well inside
+/// the allocator's small-chunk sizes.
 pub(crate) const SMALL: usize = 256;
 
-/// What a task holds before its future: async-task's header (state,
-/// awaiter, vtable) and the scheduler, a share of the loop's `Remote`.
-const BEFORE_FUTURE: usize = 48;
+/// What a task holds before its body: async-task's header (state,
+/// awaiter, vtable) and the scheduler, a share of the loop's `Remote`
+/// (a body aligned to at most 16 bytes starts there).
+const BEFORE_BODY: usize = 48;
 
 /// Wakers that keep finished tasks' memory until the batch is released,
 /// each with its task's size in bytes from the waker's address.
@@ -56,26 +62,25 @@ impl FreeBatch {
         FreeBatch(RefCell::new(Vec::new()))
     }
 
-    /// Keeps the task behind `waker`, whose future (with its registration)
-    /// of `future_size` bytes has just finished, until the batch is
-    /// released; releases the batch when full. A task whose future is over
-    /// [`SMALL`] bytes is not held.
-    pub(crate) fn hold(&self, waker: &Waker, future_size: usize) {
-        if future_size > SMALL {
+    /// Keeps the task behind `waker`, whose future has just finished and
+    /// whose body (the future with its registration, or the output) is at
+    /// most `body` bytes, until the batch is released; a full batch is
+    /// released first. A task whose body is over [`SMALL`] bytes is not
+    /// held.
+    pub(crate) fn hold(&self, waker: &Waker, body: usize) {
+        if body > SMALL {
             return;
         }
-        let size = (BEFORE_FUTURE + future_size) as u16;
-        let full = {
-            let mut held = self.0.borrow_mut();
-            if held.capacity() == 0 {
-                held.reserve_exact(BATCH);
-            }
-            held.push((waker.clone(), size));
-            held.len() >= BATCH
-        };
-        if full {
+        // Released before this one joins: the task that finds the batch
+        // full is still running, and its lines are not demoted under it.
+        if self.0.borrow().len() >= BATCH {
             self.release();
         }
+        let mut held = self.0.borrow_mut();
+        if held.capacity() == 0 {
+            held.reserve_exact(BATCH);
+        }
+        held.push((waker.clone(), (BEFORE_BODY + body) as u16));
     }
 
     /// Drops every held waker, freeing the tasks nothing else holds, and
@@ -157,20 +162,20 @@ mod tests {
     }
 
     #[test]
-    fn a_full_batch_is_released_and_a_partial_one_waits() {
+    fn a_full_batch_is_released_when_the_next_task_comes() {
         let dropped = Arc::new(AtomicUsize::new(0));
         let batch = FreeBatch::new();
-        for _ in 0..BATCH - 1 {
+        for _ in 0..BATCH {
             batch.hold(&waker(&dropped), 16);
         }
         assert_eq!(dropped.load(Ordering::Relaxed), 0);
-        assert_eq!(batch.len(), BATCH - 1);
+        assert_eq!(batch.len(), BATCH);
         batch.hold(&waker(&dropped), 16);
         assert_eq!(dropped.load(Ordering::Relaxed), BATCH);
-        assert_eq!(batch.len(), 0);
-        batch.hold(&waker(&dropped), 16);
+        assert_eq!(batch.len(), 1);
         batch.release();
         assert_eq!(dropped.load(Ordering::Relaxed), BATCH + 1);
+        assert_eq!(batch.len(), 0);
     }
 
     #[test]

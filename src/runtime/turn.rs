@@ -90,6 +90,11 @@ impl Core {
         });
         // Three ways to call the sleep off, each told whether a producer
         // had already claimed its wake-up (`take_claimed_wake`).
+        // Going to sleep: free the finished tasks held for a batch
+        // (`task_free.rs`) before the sleep is announced, so producers do
+        // not find the loop asleep while it frees them, and the look at
+        // the local lane below comes after whatever their drop did.
+        self.far_done.release();
         let called_off = if !queue.prepare_sleep(wake_at) {
             Some(queue.take_wake_claimed())
         } else if self.has_ready(main) || (!waiters && self.flood_waiting_after_sleep()) {
@@ -111,8 +116,6 @@ impl Core {
             return;
         }
         drop(queue);
-        // Nothing stays held across a sleep (`task_free.rs`).
-        self.far_done.release();
         let sleep = wake_at.map(|w| Duration::from_nanos(w.saturating_sub(self.now_ticks())));
         Counters::bump(&self.counters.parks);
         self.trace_park(self.now_ticks());
