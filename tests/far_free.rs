@@ -125,7 +125,10 @@ fn finished_far_tasks_hold_at_most_a_batch_and_none_once_the_loop_sleeps_or_quit
     run_all(&looper, &ran, n);
     // 1,000 = 15 x 64 + 40: the last 40 are held.
     let held = live();
-    assert!((1..=64).contains(&held), "{held} finished tasks hold memory");
+    assert!(
+        (1..=64).contains(&held),
+        "{held} finished tasks hold memory"
+    );
     // Nothing pending: the turn parks, and the batch is freed first.
     looper.turn(Some(Duration::from_millis(1)));
     assert_eq!(live(), 0, "after a park");
