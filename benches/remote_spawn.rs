@@ -21,6 +21,9 @@
 //! async-executor's `spawn`, as `benches/compare` interleaves them: the
 //! peers' rounds leave the process's allocator in the state deliloop's
 //! next round meets.
+//!
+//! `benches/remote_spawn_recycle` runs the same rounds with the tasks'
+//! memory from a recycling allocator of its own.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -193,7 +196,9 @@ fn async_executor_round() -> (f64, f64) {
     )
 }
 
-fn main() {
+/// Runs the rounds the arguments ask for and prints them (also the
+/// entry of `benches/remote_spawn_recycle`).
+pub fn main() {
     let peers = std::env::args().any(|a| a == "peers");
     let post = std::env::args().any(|a| a == "post");
     let rounds = std::env::args()
