@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use deliloop::Looper;
 
+mod common;
+
 /// Records the small allocations made on threads that asked for it, in a
 /// fixed table (the allocator must not allocate), and forgets each when
 /// it is freed, on whatever thread.
@@ -66,21 +68,6 @@ fn live() -> usize {
         .count()
 }
 
-/// Pending once, woken at once: the loop polls it again in its next batch.
-async fn yield_now() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            std::task::Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
-    .await
-}
-
 /// Spawns `n` small detached tasks on `looper` from another thread, with
 /// that thread's small allocations tracked; returns the count they bump.
 fn spawn_far(looper: &Looper, n: usize) -> Arc<AtomicUsize> {
@@ -109,7 +96,7 @@ fn spawn_far(looper: &Looper, n: usize) -> Arc<AtomicUsize> {
 fn run_all(looper: &Looper, ran: &AtomicUsize, n: usize) {
     looper.block_on(async {
         while ran.load(Ordering::Relaxed) < n {
-            yield_now().await;
+            common::yield_once().await;
         }
     });
 }
