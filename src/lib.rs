@@ -23,6 +23,11 @@ pub mod legacy;
 pub mod net;
 pub mod queue;
 mod reactor;
+/// Busy mode's barrier model (`src/queue/busy.rs`), for the loom model
+/// only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use queue::busy::model as __loom_busy;
 /// A lane (`docs/lanes.md`), for `benches/lanes.rs` only: not an API.
 #[cfg(feature = "internals")]
 #[doc(hidden)]

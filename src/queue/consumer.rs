@@ -5,6 +5,7 @@ use std::fmt;
 use std::ptr;
 
 use super::alloc::Filling;
+use super::busy;
 use super::class::{earlier, Class, Slot};
 use super::gate::Limbo;
 use super::heap::Key;
@@ -17,7 +18,7 @@ use super::pick::{self, Pick};
 use super::producer::{ItemInfo, Producer};
 use super::registry::Lanes;
 use super::shared::Shared;
-use crate::sync::{Arc, Ordering};
+use crate::sync::{fence, Arc, Ordering};
 
 /// Entries due up to this many ticks past the last `now` may take the lane
 /// (1 ms in the runtime's nanosecond ticks): posts stamped while the
@@ -131,6 +132,11 @@ pub struct DeliQueue<T> {
     numbers: Vec<i64>,
     /// Maintains since the lanes' own upkeep last ran (`maintain_at`).
     lane_upkeep: u32,
+    /// Lane items taken since the last sleep (or drain), and whether the
+    /// queue is in busy mode (`busy.rs`): set after
+    /// [`busy::ENTER_AFTER`] of them, left before the next sleep or drain.
+    busy_takes: u32,
+    busy_mode: bool,
     /// The largest sum of the two limbos' lengths seen at a maintain or
     /// by a caller of `limbo_len`.
     limbo_sum_peak: std::cell::Cell<usize>,
@@ -217,6 +223,8 @@ impl<T> DeliQueue<T> {
             numbered,
             numbers: Vec::new(),
             lane_upkeep: 0,
+            busy_takes: 0,
+            busy_mode: false,
             limbo_sum_peak: std::cell::Cell::new(0),
             wake_claimed: false,
             lanes_busy: false,
@@ -373,12 +381,37 @@ impl<T> DeliQueue<T> {
             }
         }
         let item = pick::take(&mut self.lanes, p).ok_or(true)?;
+        self.busy_takes = self.busy_takes.wrapping_add(1);
+        if self.busy_takes == busy::ENTER_AFTER {
+            self.enter_busy();
+        }
         let info = ItemInfo::of_meta(&p.meta);
         Ok(Popped {
             item,
             when: info.when,
             info,
         })
+    }
+
+    /// Enters busy mode (`busy.rs`): the consumer has taken
+    /// [`busy::ENTER_AFTER`] lane items without a sleep.
+    #[cold]
+    fn enter_busy(&mut self) {
+        if !self.busy_mode {
+            self.busy_mode = busy::enter(&self.shared.home.order, lane::CLOSED);
+        }
+    }
+
+    /// Leaves busy mode, if in it, and starts counting takes again. Before
+    /// every look that must not miss a publish (the sleep check, a drain),
+    /// each followed by the SeqCst fence that the fenced path of a push
+    /// pairs with (`busy.rs`).
+    fn leave_busy(&mut self) {
+        self.busy_takes = 0;
+        if self.busy_mode {
+            self.busy_mode = false;
+            busy::leave(&self.shared.home.order);
+        }
     }
 
     /// The lanes' pick (`pick.rs`), holding back sync lanes' items from
@@ -516,10 +549,10 @@ impl<T> DeliQueue<T> {
         self.live + on_lanes
     }
 
-    /// The push counter without its CLOSED bit: every number taken so far
-    /// is below it.
+    /// The push counter without its CLOSED and BUSY bits: every number
+    /// taken so far is below it.
     fn order_now(&self) -> u64 {
-        self.shared.home.order.load(Ordering::Acquire) & !lane::CLOSED
+        self.shared.home.order.load(Ordering::Acquire) & !(lane::CLOSED | busy::BUSY)
     }
 
     /// Whether [`len`](Self::len) is zero.
@@ -557,6 +590,12 @@ impl<T> DeliQueue<T> {
     /// (barriers included), in `(when, seq)` order. After [`close`](Self::close) this accounts for
     /// every accepted item that was neither popped nor cancelled.
     pub fn drain(&mut self) -> Vec<Popped<T>> {
+        if self.numbered {
+            // The drain's reads must see every publish, or the pusher the
+            // close (`busy.rs`, the fenced path).
+            self.leave_busy();
+            fence(Ordering::SeqCst);
+        }
         self.maintain();
         let mut out = Vec::with_capacity(self.live);
         while let Some(popped) = self.pop_inner(u64::MAX, false) {
@@ -609,7 +648,16 @@ impl<T> DeliQueue<T> {
             self.lanes.maintain(&self.shared.home.registry);
         }
         let held = self.sync_head_and_barrier().1;
+        if self.numbered {
+            self.leave_busy();
+        }
         self.shared.wait.sleep(deadline, held.map(|k| k.when));
+        if self.numbered {
+            // A lane push that published with a store and then saw busy
+            // mode end makes a SeqCst fence before it loads the wait word:
+            // this is the other side (`busy.rs`).
+            fence(Ordering::SeqCst);
+        }
         // A push or a close since the last sweep changed `top` (the marker
         // never carries the CLOSED bit); a cancel (a removed barrier may
         // release held items) is on the free list; a lane push published
@@ -858,7 +906,11 @@ impl<T> DeliQueue<T> {
         let order = self.shared.home.order.load(Ordering::Acquire);
         // After a close, items still on lanes are not lent: their pushers
         // may be taking them back (a drain returns what stays).
-        let until = if order & lane::CLOSED != 0 { 0 } else { order };
+        let until = if order & lane::CLOSED != 0 {
+            0
+        } else {
+            order & !busy::BUSY
+        };
         self.lanes.lend_queued(until, |_, meta, n, slot| {
             lent.0.push(slot);
             let key = Key {
@@ -885,6 +937,31 @@ impl<T> DeliQueue<T> {
             }
         }
         drop(lent);
+    }
+
+    /// Whether the queue is in busy mode: its consumer took 4096 lane items
+    /// without a sleep, so pushes due now publish with a plain store
+    /// instead of an atomic swap, until the consumer's next sleep check or
+    /// drain, which pays one `membarrier(2)` call to leave the mode
+    /// (`tests/queue_busy.rs`). Never true on a queue without lanes, or
+    /// where the call is not available.
+    ///
+    /// ```
+    /// use deliloop::queue::DeliQueue;
+    ///
+    /// let mut q = DeliQueue::with_lanes();
+    /// let p = q.producer();
+    /// for i in 0..5000 {
+    ///     p.push(i, 0).unwrap();
+    /// }
+    /// while q.pop_due(0).is_some() {}
+    /// // Busy (where membarrier is available) until the sleep check.
+    /// assert!(q.prepare_sleep(None));
+    /// assert!(!q.is_busy());
+    /// q.wake();
+    /// ```
+    pub fn is_busy(&self) -> bool {
+        self.busy_mode
     }
 
     /// Nodes retired but not yet freed, because a walker may still stand on

@@ -7,7 +7,9 @@
 //!   `fetch_add` (bit 63 of the counter is CLOSED: a push that finds it
 //!   hands its item back), writes the slot's key and payload, and
 //!   publishes them with one `swap` of the slot's state word, which
-//!   carries the number. Then it loads the counter again: if the queue
+//!   carries the number (in busy mode, bit 62 of the counter as its
+//!   `fetch_add` read it, a Release store: `busy.rs`). Then it loads the
+//!   counter again: if the queue
 //!   closed meanwhile, it recalls the slot (CAS QUEUED -> RECALLED) and,
 //!   if that wins, hands the item back; if it loses, the consumer has the
 //!   item (a close's drain claimed it).
@@ -58,7 +60,7 @@
 //!
 //! | field | written by |
 //! |---|---|
-//! | slot `state` | the producer (publish swap; recall CAS), the consumer (claim CAS, DROPPED, reset to EMPTY in `recycle`), a walker or a ticket (QUEUED -> removed CAS), the lane's free (swap to DROPPED) |
+//! | slot `state` | the producer (publish swap, or store in busy mode; recall CAS), the consumer (claim CAS, DROPPED, reset to EMPTY in `recycle`), a walker or a ticket (QUEUED -> removed CAS), the lane's free (swap to DROPPED) |
 //! | slot key (`when`, `tag`) and payload | the producer before publishing; the payload then moved out once (the consumer, the recalling producer, or the lane's last owner) |
 //! | block `flags[i]` | the producer before publishing slot `i`, only when not zero (the state then says HAS_FLAGS; readers read it only then) |
 //! | block `next` | the producer (link swap, null before reuse), the consumer (its sleep check's CAS of null onto null; the link on `returned`) |
@@ -71,6 +73,7 @@
 use std::mem::MaybeUninit;
 use std::ptr;
 
+use super::busy::{self, BUSY};
 use super::node::Meta;
 use crate::sync::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering, UnsafeCell};
 use crate::util::CachePadded;
@@ -603,10 +606,12 @@ impl<T> Writer<T> {
         if self.idx == SLOTS {
             self.next_block();
         }
-        let n = order.fetch_add(1, Ordering::AcqRel);
+        let taken = order.fetch_add(1, Ordering::AcqRel);
+        let n = taken & !BUSY;
         if n & CLOSED != 0 || n >= MAX_NUMBER {
             return Outcome::Refused(item);
         }
+        busy::point();
         if counted {
             self.count(1);
         }
@@ -620,11 +625,23 @@ impl<T> Writer<T> {
             unsafe { (*p).write(item) };
         });
         let word = ((n + 1) << SHIFT) | bits | QUEUED;
-        let was = slot.state.swap(word, Ordering::AcqRel);
-        check!(was == EMPTY);
+        let now = if taken & BUSY != 0 {
+            // Busy mode (`busy.rs`): a store; the consumer's barrier, or
+            // the fenced path if it left the mode meanwhile, does what the
+            // swap does.
+            busy::publish(&slot.state, word);
+            busy::point();
+            let reloaded = order.load(Ordering::Acquire);
+            busy::point();
+            busy::after_store(order, reloaded)
+        } else {
+            let was = slot.state.swap(word, Ordering::AcqRel);
+            check!(was == EMPTY);
+            order.load(Ordering::Acquire)
+        };
         self.idx += 1;
         self.last_when = meta.when;
-        if order.load(Ordering::Acquire) & CLOSED != 0 {
+        if now & CLOSED != 0 {
             let out = self.recall(slot, word, n);
             if counted && matches!(out, Outcome::Refused(_)) {
                 self.count(-1);

@@ -32,7 +32,7 @@ static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 /// What a queue's shared part holds for its lanes.
 pub(crate) struct LaneHome<T> {
     id: u64,
-    /// The push counter (bit 63: CLOSED).
+    /// The push counter (bit 63: CLOSED; bit 62: BUSY, `busy.rs`).
     pub(crate) order: CachePadded<AtomicU64>,
     /// The consumer's counted flags (`DeliQueue::set_counted`), read by
     /// every lane push: a line of its own that is only read once set.

@@ -29,8 +29,8 @@
 //! swept. A push due now (not front, not a barrier; a cancellable one
 //! only if made with [`Push::due_now`], and then its [`Ticket`] is a lane
 //! slot's) goes instead to its thread's *lane*: blocks of slots only that thread
-//! writes, published by one swap per slot and read by the consumer in
-//! order. The consumer's pop takes the least of the heaps' heads and the
+//! writes, published by one swap per slot (a plain store while the
+//! consumer is busy: `busy.rs`) and read by the consumer in order. The consumer's pop takes the least of the heaps' heads and the
 //! lanes' heads (`pick.rs` re-reads lanes it found empty, so it never
 //! takes an item before one pushed before it with a smaller key), and
 //! before it takes a lane item it looks at `top` again and sweeps if it
@@ -182,6 +182,10 @@ macro_rules! probe_hit {
 pub(crate) use probe_hit;
 
 mod alloc;
+#[cfg(not(loom))]
+mod busy;
+#[cfg(loom)]
+pub mod busy;
 mod class;
 mod consumer;
 mod gate;

@@ -129,7 +129,7 @@ impl<T> Shared<T> {
     /// the node's `prev` (the consumer's once swept) for the sweep;
     /// `false` if the push counter says closed (or the numbers ran out).
     pub(crate) fn number(&self, node: *mut Node<T>) -> bool {
-        let n = self.home.order.fetch_add(1, Ordering::AcqRel);
+        let n = self.home.order.fetch_add(1, Ordering::AcqRel) & !super::busy::BUSY;
         if n & super::lane::CLOSED != 0 || n >= super::lane::MAX_NUMBER {
             return false;
         }

@@ -1,0 +1,316 @@
+//! Busy mode: while the consumer keeps finding lane items, lane pushes
+//! publish with a plain store instead of a `swap` (`docs/lanes.md`,
+//! "Busy mode").
+//!
+//! # Design
+//!
+//! A lane push publishes its slot with an RMW so that a consumer going to
+//! sleep either sees the item or is seen asleep (`wait.rs`), and so that a
+//! close's drain either sees it or the pusher sees the close (`lane.rs`).
+//! Busy mode moves that price from every push to the consumer's rare
+//! changes of mode, with an asymmetric barrier: `membarrier(2)`'s
+//! `PRIVATE_EXPEDITED` command runs a full memory barrier on every thread
+//! of the process that is running while it runs (a thread that is not
+//! running passes one when it is scheduled). So each other thread has a
+//! point **X** in its instruction stream during the call: its stores
+//! before X are visible to the caller once the call returns, and its loads
+//! after X see whatever the caller stored before the call.
+//!
+//! * **The mode** is bit 62 of the queue's push counter ([`BUSY`]). Only
+//!   the consumer sets it (a `fetch_or`, after [`ENTER_AFTER`] lane items
+//!   taken without a sleep, if the queue is open and the process could
+//!   register for the barrier) and clears it (a `fetch_and`, then the
+//!   barrier), so a push learns the mode from the `fetch_add` that numbers
+//!   it: no extra access.
+//! * **A push** that took its number with BUSY set publishes with a
+//!   Release store, then reloads the counter (the load it makes anyway to
+//!   see a close). If BUSY is still set, the push is done: the consumer
+//!   has not left the mode since that load, so the barrier it makes when
+//!   it does has its X after the load, hence after the store. If BUSY is
+//!   clear, the consumer left the mode meanwhile and X may have come
+//!   before the store: the push makes a SeqCst fence and reloads the
+//!   counter, as if it had published with the RMW (below), and then loads
+//!   the wait word as every push does.
+//! * **The consumer leaves the mode** before every look that must not miss
+//!   a publish: before the sleep check, and before a drain. It clears BUSY,
+//!   makes the barrier, then looks. A push whose store came before its X
+//!   is seen by the look. A push whose store came after its X made its
+//!   reload after X too, so that reload sees BUSY clear and the push takes
+//!   the fenced path.
+//! * **The fenced path** pairs with a SeqCst fence the consumer makes after
+//!   announcing a sleep (and after a close, before the drain's look): store
+//!   buffering with a fence on each side, so either the consumer's look
+//!   sees the store, or the push's loads after its fence see the sleep (its
+//!   wait-word load) or the close (its reload, then the recall).
+//! * Where the barrier is not there (not Linux, an old kernel, a sandbox
+//!   that refuses the call, Miri, shuttle), the consumer never sets BUSY
+//!   and every push publishes with the `swap`.
+//!
+//! The price is the barrier: 3-13 µs with another thread of the process
+//! running (BENCHMARKS.md), paid only when a consumer that took at least
+//! [`ENTER_AFTER`] lane items without sleeping goes to sleep or drains, so
+//! at most a few ns per item taken. A loop that sleeps between items
+//! never enters the mode.
+//!
+//! Under loom the barrier is modelled (`loom_busy.rs`): the producer
+//! passes X at one chosen point of its run ([`point`]), where it waits for
+//! the consumer to be inside its call and makes an RMW that the call's
+//! entry and exit, RMWs on the same word, order both ways.
+
+use crate::sync::{fence, AtomicU64, Ordering};
+
+/// The push counter's busy bit: set, a lane push may publish with a store.
+pub(crate) const BUSY: u64 = 1 << 62;
+
+/// Lane items the consumer takes without a sleep before it enters busy
+/// mode: the barrier it pays to leave costs at most a few ns per item.
+pub(crate) const ENTER_AFTER: u32 = if cfg!(loom) { 1 } else { 4096 };
+
+/// Enters busy mode on `order` unless the queue is closed or the barrier
+/// is not available; whether it entered.
+pub(crate) fn enter(order: &AtomicU64, closed: u64) -> bool {
+    if !available() {
+        return false;
+    }
+    let was = order.fetch_or(BUSY, Ordering::AcqRel);
+    if was & closed != 0 {
+        // Closed meanwhile: a drain may come before the next leave, so
+        // leave at once (pushes now hand their items back anyway).
+        leave(order);
+        return false;
+    }
+    true
+}
+
+/// Leaves busy mode: clears BUSY, then makes the barrier. Every lane push
+/// that published with a store is seen by the caller's later reads, or
+/// saw BUSY clear and took the fenced path.
+pub(crate) fn leave(order: &AtomicU64) {
+    order.fetch_and(!BUSY, Ordering::AcqRel);
+    heavy_barrier();
+}
+
+/// After a push that took its number with BUSY set published with a
+/// store: `reloaded` is the counter's value loaded after the store. Makes
+/// the fence of the fenced path if the consumer left the mode meanwhile,
+/// and returns the counter to use for the close check.
+#[inline]
+pub(crate) fn after_store(order: &AtomicU64, reloaded: u64) -> u64 {
+    if reloaded & BUSY != 0 {
+        return reloaded;
+    }
+    #[cfg(loom)]
+    model::fenced();
+    fence(Ordering::SeqCst);
+    order.load(Ordering::Acquire)
+}
+
+/// Whether the process can make the barrier (registered once, at the
+/// first call).
+#[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
+pub(crate) fn available() -> bool {
+    use std::sync::atomic::AtomicU8;
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    const YES: u8 = 1;
+    const NO: u8 = 2;
+    match STATE.load(Ordering::Relaxed) {
+        YES => true,
+        NO => false,
+        _ => {
+            // SAFETY: membarrier takes no pointers; an unknown command or
+            // a refused one returns -1.
+            let ok = unsafe {
+                libc::syscall(
+                    libc::SYS_membarrier,
+                    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+                    0,
+                    0,
+                )
+            } == 0;
+            STATE.store(if ok { YES } else { NO }, Ordering::Relaxed);
+            ok
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+#[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+/// The barrier. Only called after [`available`] said yes, and the
+/// registration is for the process's life, so it cannot fail then; if it
+/// did, the process would lose pushes, so it aborts.
+#[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
+fn heavy_barrier() {
+    // SAFETY: as in `available`.
+    let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
+    if r != 0 {
+        eprintln!(
+            "deliloop: membarrier failed after its registration: {}",
+            std::io::Error::last_os_error()
+        );
+        std::process::abort();
+    }
+}
+
+#[cfg(not(any(all(target_os = "linux", not(miri), not(shuttle)), loom)))]
+pub(crate) fn available() -> bool {
+    false
+}
+
+#[cfg(not(any(all(target_os = "linux", not(miri), not(shuttle)), loom)))]
+fn heavy_barrier() {
+    unreachable!("busy mode is never entered without the barrier")
+}
+
+/// A busy push's publish: a Release store.
+///
+/// Under loom, a `swap` whose read is unused and acquires nothing. Loom
+/// 0.7 can order a plain store before an RMW that read the value the
+/// store replaced (after `x.store(5)` on one thread and `x.fetch_add(0)`
+/// reading 0 on another, a load after joining both may still read 0), so
+/// it reports lost items that C11 rules out. In C11 the swap differs from
+/// the store only in that it extends release sequences of the slot's
+/// earlier writers, which none of the properties modelled here (what the
+/// pusher sees of the wait word and of a close) depends on.
+#[inline(always)]
+pub(crate) fn publish(state: &AtomicU64, word: u64) {
+    #[cfg(not(loom))]
+    state.store(word, Ordering::Release);
+    #[cfg(loom)]
+    state.swap(word, Ordering::Release);
+}
+
+/// A point of a lane push where X may fall (nothing outside loom, but the
+/// compiler keeps the push's accesses in program order across it).
+#[inline(always)]
+pub(crate) fn point() {
+    #[cfg(loom)]
+    model::point();
+    #[cfg(not(loom))]
+    std::sync::atomic::compiler_fence(Ordering::SeqCst);
+}
+
+#[cfg(loom)]
+pub(crate) fn available() -> bool {
+    model::enabled()
+}
+
+#[cfg(loom)]
+fn heavy_barrier() {
+    model::heavy_barrier()
+}
+
+/// The barrier's model (see the design comment).
+#[cfg(loom)]
+pub mod model {
+    use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use loom::thread::yield_now;
+
+    loom::lazy_static! {
+        /// 1 while the consumer is inside its barrier call, 2 after.
+        static ref CALL: AtomicU64 = AtomicU64::new(0);
+        /// The producer's points passed (counted from its `start`: pushes
+        /// the model makes before it, on its own thread, pass none).
+        static ref PASSED: AtomicUsize = AtomicUsize::new(0);
+        static ref STARTED: AtomicBool = AtomicBool::new(false);
+        /// The producer has passed X.
+        static ref CROSSED: AtomicBool = AtomicBool::new(false);
+        /// A push took the fenced path.
+        static ref FENCED: AtomicUsize = AtomicUsize::new(0);
+    }
+
+    std::thread_local! {
+        /// The point (0-based, over the producer's run) where X falls;
+        /// `None`: busy mode off (the barrier unavailable). Loom runs a
+        /// model's threads on the thread that calls it.
+        static AT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    }
+
+    /// Sets the point where the producer's X falls (`None`: busy mode off,
+    /// the barrier unavailable). Call before the model, on its thread.
+    pub fn set_point(at: Option<usize>) {
+        AT.with(|a| a.set(at));
+    }
+
+    pub(super) fn enabled() -> bool {
+        AT.with(|a| a.get()).is_some()
+    }
+
+    /// The producer passes a point (one producer per model, and one
+    /// barrier call).
+    pub(super) fn point() {
+        let Some(at) = AT.with(|a| a.get()) else {
+            return;
+        };
+        if !STARTED.load(Ordering::Relaxed) {
+            return;
+        }
+        if PASSED.fetch_add(1, Ordering::Relaxed) == at {
+            cross();
+        }
+    }
+
+    /// X: waits for the consumer to be inside its call, then one RMW that
+    /// acquires the call's entry and that its exit acquires, so the
+    /// producer's accesses before X happen before the consumer's after the
+    /// call, and the consumer's before the call happen before the
+    /// producer's after X.
+    fn cross() {
+        while CALL.load(Ordering::Acquire) != 1 {
+            yield_now();
+        }
+        CALL.fetch_add(0, Ordering::AcqRel);
+        CROSSED.store(true, Ordering::Release);
+    }
+
+    pub(super) fn heavy_barrier() {
+        fence(Ordering::SeqCst);
+        assert_eq!(
+            CALL.fetch_add(1, Ordering::AcqRel),
+            0,
+            "one barrier call per model"
+        );
+        while !CROSSED.load(Ordering::Acquire) {
+            yield_now();
+        }
+        CALL.fetch_add(1, Ordering::AcqRel);
+        fence(Ordering::SeqCst);
+    }
+
+    pub(super) fn fenced() {
+        FENCED.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether a push of this execution took the fenced path.
+    pub fn took_fenced_path() -> bool {
+        FENCED.load(Ordering::Relaxed) > 0
+    }
+
+    /// The consumer enters busy mode on `order` (an open queue's counter).
+    pub fn enter(order: &AtomicU64) -> bool {
+        super::enter(order, crate::queue::lane::CLOSED)
+    }
+
+    /// The consumer leaves busy mode: clears the bit, then the barrier.
+    pub fn leave(order: &AtomicU64) {
+        super::leave(order)
+    }
+
+    /// A point the producer passes before its first push.
+    pub fn start() {
+        STARTED.store(true, Ordering::Relaxed);
+        point()
+    }
+
+    /// The producer's end: X falls here if it has not fallen yet (the
+    /// producer was not running during the call, or its point is past its
+    /// last access).
+    pub fn finish() {
+        if enabled() && !CROSSED.load(Ordering::Relaxed) {
+            PASSED.fetch_add(1, Ordering::Relaxed);
+            cross();
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Loom models of busy mode (`src/queue/busy.rs`): while the consumer is
+//! busy, lane pushes publish with a plain store, and the consumer's
+//! `membarrier` before a sleep or a drain makes up for the RMW they did
+//! not make.
+//!
+//! Loom cannot run `membarrier`, so the models stand it in: the producer
+//! passes the barrier's point X at one chosen place of its run (`at`, over
+//! every place between its accesses to shared memory, the model run once
+//! per place), where it waits for the consumer to be inside its call and
+//! makes an RMW that the call's entry and exit order both ways. Every
+//! place is tried, so every way the machine can place X is covered. Each
+//! model also checks that some execution took the busy push's fenced path
+//! (the push saw the mode end after its store), so a model that never
+//! reaches it fails.
+//!
+//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release --test loom_busy`
+#![cfg(loom)]
+
+use deliloop::__loom_busy as barrier;
+use deliloop::__loom_lane::{close, lane, Outcome, Seen};
+use loom::sync::atomic::{fence, AtomicU64, Ordering};
+use loom::sync::Arc;
+use loom::thread;
+
+/// Runs `model` once for each place X may fall, up to `places`; fails
+/// unless some execution took the busy push's fenced path.
+fn each_place(places: usize, model: impl Fn() + Sync + Send + 'static) {
+    let model = std::sync::Arc::new(model);
+    let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for at in 0..places {
+        barrier::set_point(Some(at));
+        let (m, f) = (model.clone(), reached.clone());
+        loom::model(move || {
+            m();
+            if barrier::took_fenced_path() {
+                f.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+    }
+    barrier::set_point(None);
+    assert!(reached.load(std::sync::atomic::Ordering::Relaxed) > 0);
+}
+
+/// The consumer, busy, leaves the mode and sleeps twice (a wake-up by
+/// timeout between): a push that published with a store is seen by one of
+/// the sleep checks, or its producer sees the sleep it must end (the
+/// second: had the producer claimed the first one's wake-up, that would
+/// not end the second). Before and at a block's end.
+#[test]
+fn a_busy_publish_and_a_sleep_see_each_other() {
+    for prefill in [0u64, 2] {
+        each_place(6, move || {
+            let order = Arc::new(AtomicU64::new(0));
+            let wait = Arc::new(AtomicU64::new(0));
+            let (l, mut w, mut r) = lane();
+            for v in 0..prefill {
+                assert!(matches!(w.push(&order, v), Outcome::Accepted(_)));
+                assert!(matches!(r.pop(false, None), Seen::Item(_, _)));
+            }
+            assert!(barrier::enter(&order));
+            let (o, wt) = (order.clone(), wait.clone());
+            let t = thread::spawn(move || {
+                barrier::start();
+                assert!(matches!(w.push(&o, 99), Outcome::Accepted(_)));
+                let saw = wt.load(Ordering::Acquire);
+                barrier::finish();
+                saw
+            });
+            barrier::leave(&order);
+            // The first sleep.
+            wait.swap(1, Ordering::AcqRel);
+            fence(Ordering::SeqCst);
+            let mut seen = matches!(r.pop(true, None), Seen::Item(_, 99));
+            if !seen {
+                // Woken by its timeout; the second sleep.
+                wait.swap(0, Ordering::AcqRel);
+                wait.swap(2, Ordering::AcqRel);
+                fence(Ordering::SeqCst);
+                seen = matches!(r.pop(true, None), Seen::Item(_, 99));
+            }
+            let saw = t.join().unwrap();
+            assert!(seen || saw == 2, "a lost wake-up (the producer saw {saw})");
+            if !seen {
+                // Taken now, so the lane drops nothing it should not.
+                assert!(matches!(r.pop(true, None), Seen::Item(_, 99)));
+            }
+            drop(r);
+            drop(l);
+        });
+    }
+}
+
+/// A close and its drain race two pushes made in busy mode: each push is
+/// handed back or accepted, and every accepted item is drained, exactly
+/// once. The consumer closes, leaves the mode, fences, then drains.
+#[test]
+fn a_busy_close_and_its_drain_lose_nothing() {
+    for prefill in [0u64, 1] {
+        each_place(9, move || {
+            let order = Arc::new(AtomicU64::new(0));
+            let (l, mut w, mut r) = lane();
+            for v in 0..prefill {
+                assert!(matches!(w.push(&order, v), Outcome::Accepted(_)));
+                assert!(matches!(r.pop(false, None), Seen::Item(_, _)));
+            }
+            assert!(barrier::enter(&order));
+            let o = order.clone();
+            let t = thread::spawn(move || {
+                barrier::start();
+                let mut accepted = Vec::new();
+                for v in 10..12 {
+                    match w.push(&o, v) {
+                        Outcome::Accepted(_) => accepted.push(v),
+                        Outcome::Refused(back) => assert_eq!(back, v),
+                    }
+                }
+                barrier::finish();
+                accepted
+            });
+            close(&order);
+            barrier::leave(&order);
+            fence(Ordering::SeqCst);
+            let mut drained = Vec::new();
+            loop {
+                match r.pop(true, None) {
+                    Seen::Item(_, v) => drained.push(v),
+                    Seen::Recalled => {}
+                    Seen::Removed(_) => panic!("nothing removes here"),
+                    Seen::Empty => break,
+                }
+            }
+            let accepted = t.join().unwrap();
+            assert_eq!(drained, accepted, "drained exactly what was accepted");
+            drop(r);
+            drop(l);
+        });
+    }
+}
+
+/// The consumer enters busy mode while a producer pushes, then leaves it
+/// and sleeps: whichever way the push published, the sleep check sees it
+/// or its producer sees the sleep.
+#[test]
+fn entering_busy_mode_under_a_push_loses_nothing() {
+    each_place(6, || {
+        let order = Arc::new(AtomicU64::new(0));
+        let wait = Arc::new(AtomicU64::new(0));
+        let (l, mut w, mut r) = lane();
+        let (o, wt) = (order.clone(), wait.clone());
+        let t = thread::spawn(move || {
+            barrier::start();
+            assert!(matches!(w.push(&o, 7), Outcome::Accepted(_)));
+            let saw = wt.load(Ordering::Acquire);
+            barrier::finish();
+            saw
+        });
+        assert!(barrier::enter(&order));
+        barrier::leave(&order);
+        wait.swap(1, Ordering::AcqRel);
+        fence(Ordering::SeqCst);
+        let seen = matches!(r.pop(true, None), Seen::Item(_, 7));
+        let saw = t.join().unwrap();
+        assert!(seen || saw == 1, "a lost wake-up");
+        if !seen {
+            assert!(matches!(r.pop(true, None), Seen::Item(_, 7)));
+        }
+        drop(r);
+        drop(l);
+    });
+}

@@ -1,0 +1,162 @@
+//! Busy mode (`src/queue/busy.rs`): while the consumer keeps taking lane
+//! items, lane pushes publish with a plain store, and the consumer's
+//! `membarrier` before a sleep or a drain makes up for it. These tests run
+//! the mode on real threads: every push is seen exactly once, a sleep
+//! after busy mode is woken by the next push, and a close's drain returns
+//! every accepted item. (The interleavings are in `tests/loom_busy.rs`.)
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use deliloop::queue::DeliQueue;
+
+/// Whether this process can make the barrier busy mode needs; prints a
+/// SKIP line for the checks that need it when it cannot.
+fn barrier_supported() -> bool {
+    // SAFETY: membarrier's query takes no pointers.
+    let mask = unsafe { libc::syscall(libc::SYS_membarrier, 0, 0, 0) };
+    let ok = mask > 0 && mask & (1 << 3) != 0;
+    if !ok {
+        println!("SKIP busy mode checks: membarrier PRIVATE_EXPEDITED is not available here");
+    }
+    ok
+}
+
+/// After 4096 lane items taken without a sleep the queue is busy; pushes
+/// made then come out in order; the sleep check leaves the mode and still
+/// sees a push made in it.
+#[test]
+fn a_consumer_that_keeps_taking_enters_busy_mode_and_a_sleep_leaves_it() {
+    let supported = barrier_supported();
+    let mut q = DeliQueue::with_lanes();
+    let p = q.producer();
+    thread::spawn(move || {
+        for i in 0..5000u32 {
+            let _ = p.push(i, 0).unwrap();
+        }
+    })
+    .join()
+    .unwrap();
+    let got: Vec<u32> = std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)).collect();
+    assert_eq!(got, (0..5000).collect::<Vec<_>>());
+    assert_eq!(q.is_busy(), supported);
+    // Pushes made in busy mode (plain stores), the last one after the
+    // consumer looked for the last time before its sleep check.
+    let p = q.producer();
+    thread::spawn(move || {
+        for i in 5000..5010u32 {
+            let _ = p.push(i, 0).unwrap();
+        }
+    })
+    .join()
+    .unwrap();
+    assert!(
+        !q.prepare_sleep(None),
+        "the sleep check sees the busy pushes"
+    );
+    assert!(!q.is_busy(), "the sleep check left busy mode");
+    let got: Vec<u32> = std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)).collect();
+    assert_eq!(got, (5000..5010).collect::<Vec<_>>());
+    assert!(q.prepare_sleep(None));
+    q.wake();
+}
+
+/// A producer pushes 300,000 items in bursts while the consumer takes
+/// them and sleeps whenever it catches up (parked until a push reports a
+/// wake-up): every item comes out once, and no sleep outlives a push that
+/// should have ended it (a park ends by its wake-up, not its 10 s
+/// timeout, whenever items were pushed meanwhile).
+#[test]
+fn sleeps_between_busy_stretches_lose_no_wake_up() {
+    const N: u32 = 300_000;
+    let supported = barrier_supported();
+    let mut q = DeliQueue::with_lanes();
+    let p = q.producer();
+    let consumer = thread::current();
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    let producer = thread::spawn(move || {
+        for i in 0..N {
+            if p.push(i, 0).unwrap().wake {
+                consumer.unpark();
+            }
+            if i % 20_000 == 0 {
+                // A pause, so the consumer catches up and sleeps.
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_micros(200) && !d.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    });
+    let mut seen = vec![false; N as usize];
+    let (mut got, mut was_busy, mut sleeps) = (0u32, false, 0u32);
+    while got < N {
+        while let Some(e) = q.pop_due(0) {
+            assert!(!seen[e.item as usize], "{} twice", e.item);
+            seen[e.item as usize] = true;
+            got += 1;
+        }
+        was_busy |= q.is_busy();
+        if got < N && q.prepare_sleep(None) {
+            sleeps += 1;
+            let t = Instant::now();
+            thread::park_timeout(Duration::from_secs(10));
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "a sleep outlived the pushes that should have ended it ({got} of {N} taken)"
+            );
+            q.wake();
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    assert!(q.pop_due(0).is_none());
+    assert!(sleeps > 0, "the consumer slept");
+    assert_eq!(was_busy, supported, "busy mode was entered");
+}
+
+/// A producer pushes until the queue refuses while the consumer, busy,
+/// closes it and drains: the items taken and drained are exactly the
+/// accepted ones, and the refused push got its item back.
+#[test]
+fn a_close_in_busy_mode_drains_every_accepted_item() {
+    let supported = barrier_supported();
+    for _ in 0..20 {
+        let mut q = DeliQueue::with_lanes();
+        let p = q.producer();
+        let producer = thread::spawn(move || {
+            let mut accepted = Vec::new();
+            for i in 0u64.. {
+                match p.push(i, 0) {
+                    Ok(_) => accepted.push(i),
+                    Err(closed) => {
+                        assert_eq!(closed.into_inner(), i, "the refused item comes back");
+                        return accepted;
+                    }
+                }
+            }
+            unreachable!()
+        });
+        let mut out = Vec::new();
+        while out.len() < 10_000 {
+            if let Some(e) = q.pop_due(0) {
+                out.push(e.item);
+            }
+        }
+        assert_eq!(q.is_busy(), supported);
+        q.close();
+        out.extend(q.drain().into_iter().map(|e| e.item));
+        assert!(!q.is_busy());
+        let accepted = producer.join().unwrap();
+        assert_eq!(out.len(), accepted.len(), "nothing lost, nothing twice");
+        assert_eq!(
+            out.iter().collect::<HashSet<_>>(),
+            accepted.iter().collect::<HashSet<_>>()
+        );
+        assert_eq!(out, accepted, "in push order");
+    }
+}
