@@ -227,7 +227,7 @@ loom::thread_local! {
 /// there (BENCHMARKS.md, "A busy loop's looks"). A hint only: it reads
 /// and writes nothing, and is issued only where CPUID reports PREFETCHW.
 #[inline(always)]
-fn prefetch_for_write(b: NonNull<u8>, size: usize) {
+pub(crate) fn prefetch_for_write(b: NonNull<u8>, size: usize) {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         // PREFETCHW has its own CPUID bit: without it, nothing is asked.

@@ -24,13 +24,20 @@
 //!   it: no extra access.
 //! * **A push** that took its number with BUSY set publishes with a
 //!   Release store, then reloads the counter (the load it makes anyway to
-//!   see a close). If BUSY is still set, the push is done: the consumer
-//!   has not left the mode since that load, so the barrier it makes when
-//!   it does has its X after the load, hence after the store. If BUSY is
-//!   clear, the consumer left the mode meanwhile and X may have come
-//!   before the store: the push makes a SeqCst fence and reloads the
-//!   counter, as if it had published with the RMW (below), and then loads
-//!   the wait word as every push does.
+//!   see a close); a compiler fence keeps the store before the load in
+//!   the instruction stream (required: the memory model lets an Acquire
+//!   load move above a Release store, and X splits the instruction
+//!   stream). If BUSY is set in that load, the push is done: the next
+//!   clear of the bit comes after the load in the counter's order, so the
+//!   barrier after that clear has its X after the load, hence after the
+//!   store, and the look after that barrier sees the item. (The consumer
+//!   may have left and entered the mode again since the push's
+//!   `fetch_add`, a leave whose X came before the store: it is awake then,
+//!   and its next leave covers the store.) If BUSY is clear, the consumer
+//!   left the mode meanwhile and X may have come before the store: the
+//!   push makes a SeqCst fence and reloads the counter, as if it had
+//!   published with the RMW (below), and then loads the wait word as
+//!   every push does.
 //! * **The consumer leaves the mode** before every look that must not miss
 //!   a publish: before the sleep check, and before a drain. It clears BUSY,
 //!   makes the barrier, then looks. A push whose store came before its X
@@ -43,19 +50,29 @@
 //!   sees the store, or the push's loads after its fence see the sleep (its
 //!   wait-word load) or the close (its reload, then the recall).
 //! * Where the barrier is not there (not Linux, an old kernel, a sandbox
-//!   that refuses the call, Miri, shuttle), the consumer never sets BUSY
-//!   and every push publishes with the `swap`.
+//!   that refuses the call, Miri, shuttle), or the environment variable
+//!   `DELILOOP_NO_MEMBARRIER` is set when the first queue with lanes is
+//!   made, the consumer never sets BUSY and every push publishes with the
+//!   `swap`. The process registers for the barrier when it makes its
+//!   first queue with lanes (registering may wait for an RCU grace
+//!   period), not on the loop's hot path. A sandbox that kills a process
+//!   for calling `membarrier` (a seccomp policy whose default is to kill)
+//!   needs the variable.
 //!
 //! The price is the barrier: 3-13 µs with another thread of the process
 //! running (BENCHMARKS.md), paid only when a consumer that took at least
 //! [`ENTER_AFTER`] lane items without sleeping goes to sleep or drains, so
-//! at most a few ns per item taken. A loop that sleeps between items
-//! never enters the mode.
+//! at most a few ns per item taken. The call interrupts every other
+//! running thread of the process (an IPI to each CPU running one), not
+//! only the producers, and the kernel serialises such calls, so many
+//! loops leaving the mode at once wait for each other. A loop that sleeps
+//! between items never enters the mode.
 //!
 //! Under loom the barrier is modelled (`loom_busy.rs`): the producer
 //! passes X at one chosen point of its run ([`point`]), where it waits for
 //! the consumer to be inside its call and makes an RMW that the call's
-//! entry and exit, RMWs on the same word, order both ways.
+//! entry and exit, RMWs on the same word, order both ways. The models
+//! have one producer and one barrier call each.
 
 use crate::sync::{fence, AtomicU64, Ordering};
 
@@ -105,8 +122,9 @@ pub(crate) fn after_store(order: &AtomicU64, reloaded: u64) -> u64 {
     order.load(Ordering::Acquire)
 }
 
-/// Whether the process can make the barrier (registered once, at the
-/// first call).
+/// Whether the process can make the barrier: registered once, at the
+/// first call (made when a queue with lanes is made), unless
+/// `DELILOOP_NO_MEMBARRIER` is set then.
 #[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
 pub(crate) fn available() -> bool {
     use std::sync::atomic::AtomicU8;
@@ -117,16 +135,17 @@ pub(crate) fn available() -> bool {
         YES => true,
         NO => false,
         _ => {
-            // SAFETY: membarrier takes no pointers; an unknown command or
-            // a refused one returns -1.
-            let ok = unsafe {
-                libc::syscall(
-                    libc::SYS_membarrier,
-                    MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-                    0,
-                    0,
-                )
-            } == 0;
+            let ok = std::env::var_os("DELILOOP_NO_MEMBARRIER").is_none()
+                // SAFETY: membarrier takes no pointers; an unknown command
+                // or a refused one returns -1.
+                && unsafe {
+                    libc::syscall(
+                        libc::SYS_membarrier,
+                        MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+                        0,
+                        0,
+                    )
+                } == 0;
             STATE.store(if ok { YES } else { NO }, Ordering::Relaxed);
             ok
         }
@@ -138,19 +157,29 @@ const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
 #[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 
-/// The barrier. Only called after [`available`] said yes, and the
-/// registration is for the process's life, so it cannot fail then; if it
-/// did, the process would lose pushes, so it aborts.
+/// The barrier. Only called after [`available`] said yes. The consumer
+/// needs one call that succeeds before it looks, so a transient failure
+/// (ENOMEM: the kernel could not allocate its CPU mask; EINTR, EAGAIN) is
+/// retried. Any other failure after the registration (a sandbox that
+/// started refusing the call) would lose pushes if the consumer went on,
+/// so the process aborts with a message.
 #[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
 fn heavy_barrier() {
-    // SAFETY: as in `available`.
-    let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
-    if r != 0 {
-        eprintln!(
-            "deliloop: membarrier failed after its registration: {}",
-            std::io::Error::last_os_error()
-        );
-        std::process::abort();
+    loop {
+        // SAFETY: as in `available`.
+        let r =
+            unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
+        if r == 0 {
+            return;
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::ENOMEM | libc::EINTR | libc::EAGAIN) => std::thread::yield_now(),
+            _ => {
+                eprintln!("deliloop: membarrier failed after its registration: {e}");
+                std::process::abort();
+            }
+        }
     }
 }
 
@@ -167,13 +196,17 @@ fn heavy_barrier() {
 /// A busy push's publish: a Release store.
 ///
 /// Under loom, a `swap` whose read is unused and acquires nothing. Loom
-/// 0.7 can order a plain store before an RMW that read the value the
-/// store replaced (after `x.store(5)` on one thread and `x.fetch_add(0)`
-/// reading 0 on another, a load after joining both may still read 0), so
-/// it reports lost items that C11 rules out. In C11 the swap differs from
-/// the store only in that it extends release sequences of the slot's
-/// earlier writers, which none of the properties modelled here (what the
-/// pusher sees of the wait word and of a close) depends on.
+/// can order a plain store before an RMW that read the value the store
+/// replaced (seen with loom 0.7.3: after `x.store(5)` on one thread and
+/// `x.fetch_add(0)` reading 0 on another, a `fetch_add(0)` after joining
+/// both read 0), so it reports lost items that C11 rules out. In C11 the
+/// swap differs from the store only in that it extends release sequences
+/// of the slot's earlier writers (the consumer's look with
+/// `fetch_add(0)`): a later acquirer of the slot, such as the pusher's
+/// recall CAS, then sees the consumer's writes before that look. The
+/// recall comes only after the close is seen, and none of the properties
+/// modelled here (what the pusher sees of the wait word and of a close)
+/// depends on it.
 #[inline(always)]
 pub(crate) fn publish(state: &AtomicU64, word: u64) {
     #[cfg(not(loom))]
@@ -182,8 +215,9 @@ pub(crate) fn publish(state: &AtomicU64, word: u64) {
     state.swap(word, Ordering::Release);
 }
 
-/// A point of a lane push where X may fall (nothing outside loom, but the
-/// compiler keeps the push's accesses in program order across it).
+/// A point of a lane push where X may fall. Outside loom, a compiler
+/// fence, and a required one: it keeps the busy publish before the
+/// counter's reload in the instruction stream (see the design comment).
 #[inline(always)]
 pub(crate) fn point() {
     #[cfg(loom)]

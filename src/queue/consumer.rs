@@ -1370,6 +1370,9 @@ impl<T: Send + 'static> DeliQueue<T> {
     ///
     /// [`Push::due_now`]: super::Push::due_now
     pub fn with_lanes() -> DeliQueue<T> {
+        // Registers the process for busy mode's barrier here, once, not
+        // on the consumer's hot path (`busy.rs`).
+        let _ = busy::available();
         DeliQueue::of(Shared::with_lanes())
     }
 }

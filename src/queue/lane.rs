@@ -9,7 +9,8 @@
 //!   publishes them with one `swap` of the slot's state word, which
 //!   carries the number (in busy mode, bit 62 of the counter as its
 //!   `fetch_add` read it, a Release store: `busy.rs`). Then it loads the
-//!   counter again: if the queue
+//!   counter again (and asks the CPU for the line of a slot about four
+//!   lines on, `prefetchw`): if the queue
 //!   closed meanwhile, it recalls the slot (CAS QUEUED -> RECALLED) and,
 //!   if that wins, hands the item back; if it loses, the consumer has the
 //!   item (a close's drain claimed it).
@@ -38,6 +39,8 @@
 //!   at a block's end, CASes null onto its `next`), so either it sees a
 //!   publish or the publishing RMW reads from it and the pusher's later
 //!   load of the wait word sees "asleep" (`wait.rs`'s argument, per slot).
+//!   A busy push's publish is a store, not an RMW; the consumer's barrier
+//!   before the look, or the push's fenced path, stands in (`busy.rs`).
 //!
 //! * **Tickets** ([`Ticket`]): a push may hand out a ticket that removes
 //!   its item with one CAS QUEUED -> CANCELLED of the whole word (number
@@ -586,6 +589,18 @@ impl<T> Writer<T> {
         when >= self.last_when && (due_now || when == self.last_when)
     }
 
+    /// How far ahead of the slot it writes a push asks for a line: about
+    /// four lines.
+    const AHEAD: usize = {
+        let s = std::mem::size_of::<Slot<T>>();
+        let a = 256 / if s == 0 { 1 } else { s };
+        if a == 0 {
+            1
+        } else {
+            a
+        }
+    };
+
     /// Pushes `item` with `meta`, numbered from `order`.
     #[inline]
     pub(crate) fn push(&mut self, order: &AtomicU64, item: T, meta: Meta) -> Outcome<T> {
@@ -618,6 +633,20 @@ impl<T> Writer<T> {
         // SAFETY: slot `idx` of the writer's block is EMPTY and only this
         // writer touches its key and payload until it is published.
         let slot = unsafe { Block::slot(self.block, self.idx) };
+        // The line a few slots on, asked for now (a hint: `prefetchw`),
+        // so the pushes that write it do not wait for it: a recycled
+        // block's lines were last written by the consumer, on the other
+        // core (BENCHMARKS.md, "Busy mode: lane pushes without their
+        // `swap`").
+        let ahead = self.idx + Self::AHEAD;
+        if ahead < SLOTS {
+            // SAFETY: the writer's block is live and `ahead < SLOTS`; only
+            // the slot's address is taken.
+            let s = unsafe { ptr::addr_of_mut!((*self.block).slots[ahead]) };
+            if let Some(s) = ptr::NonNull::new(s) {
+                super::alloc::prefetch_for_write(s.cast(), std::mem::size_of::<Slot<T>>());
+            }
+        }
         // SAFETY: as above.
         let bits = unsafe { Block::write_meta(self.block, self.idx, meta) };
         slot.payload.with_mut(|p| {
@@ -760,6 +789,8 @@ impl<T> Writer<T> {
         unsafe { (*self.block).next.swap(b, Ordering::AcqRel) };
         self.block = b;
         self.idx = 0;
+        // The new block's first lines (each push asks for one further on).
+        super::alloc::prefetch_for_write(ptr::NonNull::new(b).expect("a block").cast(), 256);
     }
 }
 
@@ -981,7 +1012,8 @@ impl<T> Reader<T> {
 
     /// As [`head`](Self::head), reading with RMWs (for the check before
     /// the consumer sleeps, and for a close's drain): either this sees a
-    /// publish, or the publishing RMW reads from this one. A drain must
+    /// publish, or the publishing RMW reads from this one (a busy push's
+    /// store: `busy.rs` says what stands in for that). A drain must
     /// call it after the close's `fetch_or` on the push counter happened
     /// before it (the consumer closed, or read the CLOSED bit with
     /// Acquire): that is what makes a pusher whose publish this read

@@ -24,7 +24,8 @@
 //!
 //! **Lanes** (`docs/lanes.md`; `lane.rs`, `registry.rs`, `local.rs`,
 //! `pick.rs`). With lanes on, every push but a front one takes a *push
-//! number* from one shared counter (`order`, whose bit 63 is CLOSED), and
+//! number* from one shared counter (`order`, whose bit 63 is CLOSED and
+//! bit 62 BUSY, busy mode: `busy.rs`), and
 //! that number is its `seq`: a stack node carries it in `prev` until it is
 //! swept. A push due now (not front, not a barrier; a cancellable one
 //! only if made with [`Push::due_now`], and then its [`Ticket`] is a lane
@@ -102,7 +103,7 @@
 //! | node `free_next` | the one thread pushing it on the free list; the consumer once the node is dead |
 //! | node `prev` | with lanes, its producer (the push number) before publishing; once swept, the consumer only |
 //! | node `local`, the heaps, the classes' in-order lanes, limbo | the consumer only |
-//! | `order` (with lanes) | every non-front push (`fetch_add`), any closer (`fetch_or` of CLOSED) |
+//! | `order` (with lanes) | every non-front push (`fetch_add`), any closer (`fetch_or` of CLOSED), the consumer (`fetch_or` and `fetch_and` of BUSY, `busy.rs`) |
 //! | the counted mask (with lanes) | the consumer ([`DeliQueue::set_counted`]); read by every lane push and lane removal |
 //! | the lane removals' counts (with lanes) | a lane ticket's cancel and a walker's removal of a counted lane item (`fetch_add`, Release, after its winning CAS); read by the consumer (Acquire) before the lanes' counts |
 //! | a lane's slots, blocks and registry | `lane.rs` and `registry.rs` say |

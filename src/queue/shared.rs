@@ -73,8 +73,8 @@ pub(crate) struct Shared<T> {
     /// Retired nodes the consumer handed over when it was dropped, freed with
     /// the last reference (walkers may still stand on them until then).
     pub(crate) orphans: UnsafeCell<Vec<*mut Node<T>>>,
-    /// The push counter (its bit 63 is CLOSED, set before `top`'s) and the
-    /// registry of lanes.
+    /// The push counter (its bit 63 is CLOSED, set before `top`'s; bit 62
+    /// is BUSY, `busy.rs`) and the registry of lanes.
     pub(crate) home: LaneHome<T>,
     /// Set when lanes are on: every push but a front one is numbered from
     /// `home.order`, and due-now pushes without a ticket take a lane.
