@@ -9,11 +9,13 @@
 //! per place), where it waits for the consumer to be inside its call and
 //! makes an RMW that the call's entry and exit order both ways. Every
 //! place is tried, so for one producer and one barrier call every way
-//! the machine can place X is covered. Each model but the last also
+//! the machine can place X is covered. Each model run through
+//! `each_place` also
 //! checks that some execution took the busy push's fenced path (the push
 //! saw the mode end after its store), so a model that never reaches it
-//! fails. Not modelled here: a consumer that leaves and enters the mode
-//! again before a push's reload (two barrier calls), two producers,
+//! fails. The last model has two barrier calls (the consumer leaves,
+//! enters and leaves the mode again under one push). Not modelled here:
+//! two producers,
 //! tickets, walkers and lent slots against a store-published slot, and
 //! the queue's own `prepare_sleep` and `drain` (the models retype their
 //! steps on one lane); `tests/queue_busy.rs` runs those on threads.
@@ -260,6 +262,59 @@ fn entering_busy_mode_on_a_closed_queue_fails_and_loses_nothing() {
             drop(r);
             drop(l);
         });
+    }
+    barrier::set_point(None);
+}
+
+/// The consumer leaves busy mode and sleeps, is woken by its timeout,
+/// enters the mode again and leaves it to sleep again: two barrier calls,
+/// each with its own X in the producer's run. A push numbered in the
+/// first stretch may publish after the first barrier and reload the
+/// counter in the second stretch, seeing BUSY set again and skipping the
+/// fenced path: the second barrier, whose X comes after that reload,
+/// covers it, so one of the sleep checks sees the item or the producer
+/// sees the second sleep.
+#[test]
+fn a_push_across_two_busy_stretches_is_seen_or_wakes() {
+    for a in 0..6 {
+        for b in a..6 {
+            barrier::set_points(&[a, b]);
+            loom::model(|| {
+                let order = Arc::new(AtomicU64::new(0));
+                let wait = Arc::new(AtomicU64::new(0));
+                let (l, mut w, mut r) = lane();
+                assert!(barrier::enter(&order));
+                let (o, wt) = (order.clone(), wait.clone());
+                let t = thread::spawn(move || {
+                    barrier::start();
+                    assert!(matches!(w.push(&o, 99), Outcome::Accepted(_)));
+                    let saw = wt.load(Ordering::Acquire);
+                    barrier::finish();
+                    saw
+                });
+                barrier::leave(&order);
+                wait.swap(1, Ordering::AcqRel);
+                fence(Ordering::SeqCst);
+                let mut seen = matches!(r.pop(true, None), Seen::Item(_, 99));
+                // Woken (by its timeout, or by the push), busy again, then
+                // the second sleep.
+                wait.swap(0, Ordering::AcqRel);
+                assert!(barrier::enter(&order));
+                barrier::leave(&order);
+                if !seen {
+                    wait.swap(2, Ordering::AcqRel);
+                    fence(Ordering::SeqCst);
+                    seen = matches!(r.pop(true, None), Seen::Item(_, 99));
+                }
+                let saw = t.join().unwrap();
+                assert!(seen || saw == 2, "a lost wake-up (the producer saw {saw})");
+                if !seen {
+                    assert!(matches!(r.pop(true, None), Seen::Item(_, 99)));
+                }
+                drop(r);
+                drop(l);
+            });
+        }
     }
     barrier::set_point(None);
 }

@@ -71,8 +71,8 @@
 //! Under loom the barrier is modelled (`loom_busy.rs`): the producer
 //! passes X at one chosen point of its run ([`point`]), where it waits for
 //! the consumer to be inside its call and makes an RMW that the call's
-//! entry and exit, RMWs on the same word, order both ways. The models
-//! have one producer and one barrier call each.
+//! entry and exit, RMWs on the same word, order both ways (one such
+//! point per barrier call). The models have one producer each.
 
 use crate::sync::{fence, AtomicU64, Ordering};
 
@@ -243,70 +243,86 @@ pub mod model {
     use loom::thread::yield_now;
 
     loom::lazy_static! {
-        /// 1 while the consumer is inside its barrier call, 2 after.
+        /// 2k + 1 while the consumer is inside its barrier call k
+        /// (0-based), 2k + 2 after it.
         static ref CALL: AtomicU64 = AtomicU64::new(0);
         /// The producer's points passed (counted from its `start`: pushes
         /// the model makes before it, on its own thread, pass none).
         static ref PASSED: AtomicUsize = AtomicUsize::new(0);
         static ref STARTED: AtomicBool = AtomicBool::new(false);
-        /// The producer has passed X.
-        static ref CROSSED: AtomicBool = AtomicBool::new(false);
+        /// The calls whose X the producer has passed.
+        static ref CROSSED: AtomicUsize = AtomicUsize::new(0);
         /// A push took the fenced path.
         static ref FENCED: AtomicUsize = AtomicUsize::new(0);
     }
 
     std::thread_local! {
-        /// The point (0-based, over the producer's run) where X falls;
-        /// `None`: busy mode off (the barrier unavailable). Loom runs a
-        /// model's threads on the thread that calls it.
-        static AT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+        /// For each barrier call of the model, in order, the point
+        /// (0-based, over the producer's run) where its X falls; empty:
+        /// busy mode off (the barrier unavailable). Loom runs a model's
+        /// threads on the thread that calls it.
+        static AT: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
     }
 
-    /// Sets the point where the producer's X falls (`None`: busy mode off,
-    /// the barrier unavailable). Call before the model, on its thread.
+    /// Sets the point where the producer's X falls for the model's one
+    /// barrier call (`None`: busy mode off, the barrier unavailable). Call
+    /// before the model, on its thread.
     pub fn set_point(at: Option<usize>) {
-        AT.with(|a| a.set(at));
+        set_points(at.as_slice());
+    }
+
+    /// As [`set_point`], for a model with a barrier call per entry of
+    /// `at` (non-decreasing: X of a later call cannot come earlier in the
+    /// producer's run).
+    pub fn set_points(at: &[usize]) {
+        assert!(at.windows(2).all(|w| w[0] <= w[1]));
+        AT.with(|a| *a.borrow_mut() = at.to_vec());
     }
 
     pub(super) fn enabled() -> bool {
-        AT.with(|a| a.get()).is_some()
+        AT.with(|a| !a.borrow().is_empty())
     }
 
-    /// The producer passes a point (one producer per model, and one
-    /// barrier call).
+    /// The producer passes a point (one producer per model).
     pub(super) fn point() {
-        let Some(at) = AT.with(|a| a.get()) else {
-            return;
-        };
-        if !STARTED.load(Ordering::Relaxed) {
+        if !enabled() || !STARTED.load(Ordering::Relaxed) {
             return;
         }
-        if PASSED.fetch_add(1, Ordering::Relaxed) == at {
-            cross();
+        let i = PASSED.fetch_add(1, Ordering::Relaxed);
+        let calls: Vec<usize> = AT.with(|a| {
+            a.borrow()
+                .iter()
+                .enumerate()
+                .filter(|&(_, &at)| at == i)
+                .map(|(k, _)| k)
+                .collect()
+        });
+        for k in calls {
+            cross(k);
         }
     }
 
-    /// X: waits for the consumer to be inside its call, then one RMW that
-    /// acquires the call's entry and that its exit acquires, so the
-    /// producer's accesses before X happen before the consumer's after the
-    /// call, and the consumer's before the call happen before the
-    /// producer's after X.
-    fn cross() {
-        while CALL.load(Ordering::Acquire) != 1 {
+    /// X of call `k`: waits for the consumer to be inside that call, then
+    /// one RMW that acquires the call's entry and that its exit acquires,
+    /// so the producer's accesses before X happen before the consumer's
+    /// after the call, and the consumer's before the call happen before
+    /// the producer's after X.
+    fn cross(k: usize) {
+        while CALL.load(Ordering::Acquire) != 2 * k as u64 + 1 {
             yield_now();
         }
         CALL.fetch_add(0, Ordering::AcqRel);
-        CROSSED.store(true, Ordering::Release);
+        CROSSED.store(k + 1, Ordering::Release);
     }
 
     pub(super) fn heavy_barrier() {
         fence(Ordering::SeqCst);
-        assert_eq!(
-            CALL.fetch_add(1, Ordering::AcqRel),
-            0,
-            "one barrier call per model"
+        let k = CALL.fetch_add(1, Ordering::AcqRel) / 2;
+        assert!(
+            (k as usize) < AT.with(|a| a.borrow().len()),
+            "more barrier calls than the model placed"
         );
-        while !CROSSED.load(Ordering::Acquire) {
+        while CROSSED.load(Ordering::Acquire) <= k as usize {
             yield_now();
         }
         CALL.fetch_add(1, Ordering::AcqRel);
@@ -338,13 +354,17 @@ pub mod model {
         point()
     }
 
-    /// The producer's end: X falls here if it has not fallen yet (the
-    /// producer was not running during the call, or its point is past its
-    /// last access).
+    /// The producer's end: the X of every call not crossed yet falls here
+    /// (the producer was not running during those calls, or their points
+    /// are past its last access).
     pub fn finish() {
-        if enabled() && !CROSSED.load(Ordering::Relaxed) {
+        let calls = AT.with(|a| a.borrow().len());
+        let done = CROSSED.load(Ordering::Relaxed);
+        if calls > done {
             PASSED.fetch_add(1, Ordering::Relaxed);
-            cross();
+            for k in done..calls {
+                cross(k);
+            }
         }
     }
 }
