@@ -24,10 +24,58 @@
 #![cfg(loom)]
 
 use deliloop::__loom_busy as barrier;
-use deliloop::__loom_lane::{close, lane, Outcome, Seen};
+use deliloop::__loom_lane::{close, lane, ModelReader, ModelWriter, Outcome, Seen};
 use loom::sync::atomic::{fence, AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
+
+/// The producer of the close models: pushes 10 and 11 between its start
+/// and finish points; the values accepted (a refused push hands its own
+/// value back).
+fn spawn_two_pushes(mut w: ModelWriter, o: Arc<AtomicU64>) -> thread::JoinHandle<Vec<u64>> {
+    thread::spawn(move || {
+        barrier::start();
+        let mut accepted = Vec::new();
+        for v in 10..12 {
+            match w.push(&o, v) {
+                Outcome::Accepted(_) => accepted.push(v),
+                Outcome::Refused(back) => assert_eq!(back, v),
+            }
+        }
+        barrier::finish();
+        accepted
+    })
+}
+
+/// The producer of the sleep models: pushes `v`, then loads the wait word
+/// (as a push does), between its start and finish points; what it saw.
+fn spawn_push_then_look(
+    mut w: ModelWriter,
+    o: Arc<AtomicU64>,
+    wait: Arc<AtomicU64>,
+    v: u64,
+) -> thread::JoinHandle<u64> {
+    thread::spawn(move || {
+        barrier::start();
+        assert!(matches!(w.push(&o, v), Outcome::Accepted(_)));
+        let saw = wait.load(Ordering::Acquire);
+        barrier::finish();
+        saw
+    })
+}
+
+/// A drain: reads the lane with RMWs until it is empty; the items taken.
+fn drain(r: &mut ModelReader) -> Vec<u64> {
+    let mut drained = Vec::new();
+    loop {
+        match r.pop(true, None) {
+            Seen::Item(_, v) => drained.push(v),
+            Seen::Recalled => {}
+            Seen::Removed(_) => panic!("nothing removes here"),
+            Seen::Empty => return drained,
+        }
+    }
+}
 
 /// Runs `model` once for each place X may fall, up to `places`; fails
 /// unless some execution took the busy push's fenced path.
@@ -65,14 +113,7 @@ fn a_busy_publish_and_a_sleep_see_each_other() {
                 assert!(matches!(r.pop(false, None), Seen::Item(_, _)));
             }
             assert!(barrier::enter(&order));
-            let (o, wt) = (order.clone(), wait.clone());
-            let t = thread::spawn(move || {
-                barrier::start();
-                assert!(matches!(w.push(&o, 99), Outcome::Accepted(_)));
-                let saw = wt.load(Ordering::Acquire);
-                barrier::finish();
-                saw
-            });
+            let t = spawn_push_then_look(w, order.clone(), wait.clone(), 99);
             barrier::leave(&order);
             // The first sleep.
             wait.swap(1, Ordering::AcqRel);
@@ -111,31 +152,11 @@ fn a_busy_close_and_its_drain_lose_nothing() {
                 assert!(matches!(r.pop(false, None), Seen::Item(_, _)));
             }
             assert!(barrier::enter(&order));
-            let o = order.clone();
-            let t = thread::spawn(move || {
-                barrier::start();
-                let mut accepted = Vec::new();
-                for v in 10..12 {
-                    match w.push(&o, v) {
-                        Outcome::Accepted(_) => accepted.push(v),
-                        Outcome::Refused(back) => assert_eq!(back, v),
-                    }
-                }
-                barrier::finish();
-                accepted
-            });
+            let t = spawn_two_pushes(w, order.clone());
             close(&order);
             barrier::leave(&order);
             fence(Ordering::SeqCst);
-            let mut drained = Vec::new();
-            loop {
-                match r.pop(true, None) {
-                    Seen::Item(_, v) => drained.push(v),
-                    Seen::Recalled => {}
-                    Seen::Removed(_) => panic!("nothing removes here"),
-                    Seen::Empty => break,
-                }
-            }
+            let drained = drain(&mut r);
             let accepted = t.join().unwrap();
             assert_eq!(drained, accepted, "drained exactly what was accepted");
             drop(r);
@@ -152,15 +173,8 @@ fn entering_busy_mode_under_a_push_loses_nothing() {
     each_place(6, || {
         let order = Arc::new(AtomicU64::new(0));
         let wait = Arc::new(AtomicU64::new(0));
-        let (l, mut w, mut r) = lane();
-        let (o, wt) = (order.clone(), wait.clone());
-        let t = thread::spawn(move || {
-            barrier::start();
-            assert!(matches!(w.push(&o, 7), Outcome::Accepted(_)));
-            let saw = wt.load(Ordering::Acquire);
-            barrier::finish();
-            saw
-        });
+        let (l, w, mut r) = lane();
+        let t = spawn_push_then_look(w, order.clone(), wait.clone(), 7);
         assert!(barrier::enter(&order));
         barrier::leave(&order);
         wait.swap(1, Ordering::AcqRel);
@@ -188,33 +202,13 @@ fn entering_busy_mode_under_a_push_loses_nothing() {
 fn a_close_after_the_mode_ended_drains_a_late_busy_push() {
     each_place(9, || {
         let order = Arc::new(AtomicU64::new(0));
-        let (l, mut w, mut r) = lane();
+        let (l, w, mut r) = lane();
         assert!(barrier::enter(&order));
-        let o = order.clone();
-        let t = thread::spawn(move || {
-            barrier::start();
-            let mut accepted = Vec::new();
-            for v in 10..12 {
-                match w.push(&o, v) {
-                    Outcome::Accepted(_) => accepted.push(v),
-                    Outcome::Refused(back) => assert_eq!(back, v),
-                }
-            }
-            barrier::finish();
-            accepted
-        });
+        let t = spawn_two_pushes(w, order.clone());
         barrier::leave(&order);
         close(&order);
         fence(Ordering::SeqCst);
-        let mut drained = Vec::new();
-        loop {
-            match r.pop(true, None) {
-                Seen::Item(_, v) => drained.push(v),
-                Seen::Recalled => {}
-                Seen::Removed(_) => panic!("nothing removes here"),
-                Seen::Empty => break,
-            }
-        }
+        let drained = drain(&mut r);
         let accepted = t.join().unwrap();
         assert_eq!(drained, accepted, "drained exactly what was accepted");
         drop(r);
@@ -231,32 +225,12 @@ fn entering_busy_mode_on_a_closed_queue_fails_and_loses_nothing() {
         barrier::set_point(Some(place));
         loom::model(|| {
             let order = Arc::new(AtomicU64::new(0));
-            let (l, mut w, mut r) = lane();
-            let o = order.clone();
-            let t = thread::spawn(move || {
-                barrier::start();
-                let mut accepted = Vec::new();
-                for v in 10..12 {
-                    match w.push(&o, v) {
-                        Outcome::Accepted(_) => accepted.push(v),
-                        Outcome::Refused(back) => assert_eq!(back, v),
-                    }
-                }
-                barrier::finish();
-                accepted
-            });
+            let (l, w, mut r) = lane();
+            let t = spawn_two_pushes(w, order.clone());
             close(&order);
             assert!(!barrier::enter(&order), "closed: no busy mode");
             fence(Ordering::SeqCst);
-            let mut drained = Vec::new();
-            loop {
-                match r.pop(true, None) {
-                    Seen::Item(_, v) => drained.push(v),
-                    Seen::Recalled => {}
-                    Seen::Removed(_) => panic!("nothing removes here"),
-                    Seen::Empty => break,
-                }
-            }
+            let drained = drain(&mut r);
             let accepted = t.join().unwrap();
             assert_eq!(drained, accepted, "drained exactly what was accepted");
             drop(r);
@@ -282,16 +256,9 @@ fn a_push_across_two_busy_stretches_is_seen_or_wakes() {
             loom::model(|| {
                 let order = Arc::new(AtomicU64::new(0));
                 let wait = Arc::new(AtomicU64::new(0));
-                let (l, mut w, mut r) = lane();
+                let (l, w, mut r) = lane();
                 assert!(barrier::enter(&order));
-                let (o, wt) = (order.clone(), wait.clone());
-                let t = thread::spawn(move || {
-                    barrier::start();
-                    assert!(matches!(w.push(&o, 99), Outcome::Accepted(_)));
-                    let saw = wt.load(Ordering::Acquire);
-                    barrier::finish();
-                    saw
-                });
+                let t = spawn_push_then_look(w, order.clone(), wait.clone(), 99);
                 barrier::leave(&order);
                 wait.swap(1, Ordering::AcqRel);
                 fence(Ordering::SeqCst);

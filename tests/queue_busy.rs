@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use deliloop::queue::DeliQueue;
+use deliloop::queue::{DeliQueue, Producer};
 
 /// Whether this process can make the barrier busy mode needs (it
 /// registers for it, as the queue does); prints a SKIP line for the
@@ -28,6 +28,18 @@ fn barrier_supported() -> bool {
     ok
 }
 
+/// Pushes `items`, due now, from a thread of their own (so on its lane),
+/// and waits for it.
+fn push_from_a_thread(p: Producer<u32>, items: std::ops::Range<u32>) {
+    thread::spawn(move || {
+        for i in items {
+            let _ = p.push(i, 0).unwrap();
+        }
+    })
+    .join()
+    .unwrap();
+}
+
 /// After 4096 lane items taken without a sleep the queue is busy; pushes
 /// made then come out in order; the sleep check leaves the mode and sees
 /// the pushes made in it. (The pusher is joined before the check: the
@@ -38,26 +50,14 @@ fn a_consumer_that_keeps_taking_enters_busy_mode_and_a_sleep_leaves_it() {
     let supported = barrier_supported();
     let mut q = DeliQueue::with_lanes();
     let p = q.producer();
-    thread::spawn(move || {
-        for i in 0..5000u32 {
-            let _ = p.push(i, 0).unwrap();
-        }
-    })
-    .join()
-    .unwrap();
+    push_from_a_thread(p, 0..5000u32);
     let got: Vec<u32> = std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)).collect();
     assert_eq!(got, (0..5000).collect::<Vec<_>>());
     assert_eq!(q.is_busy(), supported);
     // Pushes made in busy mode (plain stores), the last one after the
     // consumer looked for the last time before its sleep check.
     let p = q.producer();
-    thread::spawn(move || {
-        for i in 5000..5010u32 {
-            let _ = p.push(i, 0).unwrap();
-        }
-    })
-    .join()
-    .unwrap();
+    push_from_a_thread(p, 5000..5010u32);
     assert!(
         !q.prepare_sleep(None),
         "the sleep check sees the busy pushes"
@@ -174,13 +174,7 @@ fn the_environment_variable_keeps_busy_mode_off() {
     if std::env::var_os("BUSY_TEST_CHILD").is_some() {
         let mut q = DeliQueue::with_lanes();
         let p = q.producer();
-        thread::spawn(move || {
-            for i in 0..5000u32 {
-                let _ = p.push(i, 0).unwrap();
-            }
-        })
-        .join()
-        .unwrap();
+        push_from_a_thread(p, 0..5000u32);
         let mut got = 0;
         while q.pop_due(0).is_some() {
             got += 1;
