@@ -220,8 +220,9 @@ loom::thread_local! {
     static MAGAZINES: RefCell<Magazines> = RefCell::new(Magazines(Vec::new(), 0));
 }
 
-/// Asks the CPU to bring `size` bytes at `b` into this core's cache for
-/// writing, without waiting: the block the next allocation will take. A
+/// Asks the CPU to bring `size` bytes at `b` (at most four lines) into
+/// this core's cache for writing, without waiting: the block the next
+/// allocation will take, or a lane's slot a few pushes on (`lane.rs`). A
 /// recycled block was last written by the consumer, on the other core; the
 /// push that writes it next would otherwise wait for each of its lines
 /// there (BENCHMARKS.md, "A busy loop's looks"). A hint only: it reads
@@ -240,8 +241,8 @@ pub(crate) fn prefetch_for_write(b: NonNull<u8>, size: usize) {
         let last = (b.as_ptr().addr() + size.max(1) - 1) & !63;
         let lines = ((last - first) / 64 + 1).min(4);
         for k in 0..lines {
-            // Addresses from the block's own provenance, inside it or on
-            // its first or last line.
+            // Addresses from the block's own provenance; a hint may name
+            // lines past its end (it touches nothing).
             let p = b.as_ptr().with_addr(first + 64 * k);
             // SAFETY: a prefetch never faults and reads or writes nothing
             // the program can observe.

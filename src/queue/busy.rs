@@ -18,9 +18,10 @@
 //!
 //! * **The mode** is bit 62 of the queue's push counter ([`BUSY`]). Only
 //!   the consumer sets it (a `fetch_or`, after [`ENTER_AFTER`] lane items
-//!   taken without a sleep, if the queue is open and the process could
-//!   register for the barrier) and clears it (a `fetch_and`, then the
-//!   barrier), so a push learns the mode from the `fetch_add` that numbers
+//!   taken without a sleep, if the process could register for the
+//!   barrier; if the `fetch_or` finds the queue closed, it leaves at once,
+//!   and a push that read BUSY then read CLOSED too and handed its item
+//!   back) and clears it (a `fetch_and`, then the barrier), so a push learns the mode from the `fetch_add` that numbers
 //!   it: no extra access.
 //! * **A push** that took its number with BUSY set publishes with a
 //!   Release store, then reloads the counter (the load it makes anyway to
@@ -61,7 +62,9 @@
 //!
 //! The price is the barrier: 3-13 µs with another thread of the process
 //! running (BENCHMARKS.md), paid only when a consumer that took at least
-//! [`ENTER_AFTER`] lane items without sleeping goes to sleep or drains, so
+//! [`ENTER_AFTER`] lane items without sleeping makes its next sleep check
+//! (whether it then sleeps or not) or drains, or enters the mode on a
+//! queue a close has reached, so
 //! at most a few ns per item taken. The call interrupts every other
 //! running thread of the process (an IPI to each CPU running one), not
 //! only the producers, and the kernel serialises such calls, so many
@@ -158,14 +161,14 @@ const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
 const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 
 /// The barrier. Only called after [`available`] said yes. The consumer
-/// needs one call that succeeds before it looks, so a transient failure
-/// (ENOMEM: the kernel could not allocate its CPU mask; EINTR, EAGAIN) is
-/// retried. Any other failure after the registration (a sandbox that
-/// started refusing the call) would lose pushes if the consumer went on,
-/// so the process aborts with a message.
+/// needs one call that succeeds before it looks, so ENOMEM (the kernel
+/// could not allocate its CPU mask) is retried, up to 1,000 times. Any
+/// other failure after the registration (a sandbox that started refusing
+/// the call), or ENOMEM that lasts, would lose pushes if the consumer went
+/// on, so the process aborts with a message.
 #[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
 fn heavy_barrier() {
-    loop {
+    for tries in 1.. {
         // SAFETY: as in `available`.
         let r =
             unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
@@ -174,7 +177,7 @@ fn heavy_barrier() {
         }
         let e = std::io::Error::last_os_error();
         match e.raw_os_error() {
-            Some(libc::ENOMEM | libc::EINTR | libc::EAGAIN) => std::thread::yield_now(),
+            Some(libc::ENOMEM) if tries < 1000 => std::thread::yield_now(),
             _ => {
                 eprintln!("deliloop: membarrier failed after its registration: {e}");
                 std::process::abort();

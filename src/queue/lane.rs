@@ -5,12 +5,12 @@
 //!
 //! * A **push** takes a number from the queue's push counter with one
 //!   `fetch_add` (bit 63 of the counter is CLOSED: a push that finds it
-//!   hands its item back), writes the slot's key and payload, and
-//!   publishes them with one `swap` of the slot's state word, which
+//!   hands its item back), asks the CPU for the line of the slot
+//!   `AHEAD` slots on (about four lines; `prefetchw`, a hint), writes the
+//!   slot's key and payload, and publishes them with one `swap` of the slot's state word, which
 //!   carries the number (in busy mode, bit 62 of the counter as its
 //!   `fetch_add` read it, a Release store: `busy.rs`). Then it loads the
-//!   counter again (and asks the CPU for the line of a slot about four
-//!   lines on, `prefetchw`): if the queue
+//!   counter again: if the queue
 //!   closed meanwhile, it recalls the slot (CAS QUEUED -> RECALLED) and,
 //!   if that wins, hands the item back; if it loses, the consumer has the
 //!   item (a close's drain claimed it).
