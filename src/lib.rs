@@ -57,6 +57,11 @@ pub use runtime::flood::loom_model as __loom_flood;
 #[cfg(loom)]
 #[doc(hidden)]
 pub use runtime::share::loom_model as __loom_share;
+/// The hand-over of finished far tasks to spawning threads, for the loom
+/// model only.
+#[cfg(loom)]
+#[doc(hidden)]
+pub use runtime::task_return::loom_model as __loom_return;
 mod runtime;
 pub mod stats;
 pub(crate) mod sync;

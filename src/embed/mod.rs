@@ -197,7 +197,7 @@ impl Core {
         // The host may sleep now, for as long as it likes: free the
         // finished tasks held for a batch first (`task_free.rs`; the
         // re-check below covers whatever their drop could do).
-        self.far_done.release();
+        self.far_done.give(&self.remote.returns);
         let idle = self.queue.borrow_mut().prepare_idle(now, local_timer);
         let Idle::Asleep { deadline } = idle else {
             return Some(self.work_remains());

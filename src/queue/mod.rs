@@ -182,7 +182,7 @@ macro_rules! probe_hit {
 }
 pub(crate) use probe_hit;
 
-mod alloc;
+pub(crate) mod alloc;
 #[cfg(not(loom))]
 mod busy;
 #[cfg(loom)]

@@ -40,6 +40,7 @@ mod run_sync;
 pub(crate) mod share;
 mod task;
 mod task_free;
+pub(crate) mod task_return;
 mod turn;
 
 pub use barrier::{BarrierToken, UnknownBarrier};

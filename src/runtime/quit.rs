@@ -72,7 +72,7 @@ impl Core {
         self.cancel_tasks();
         // Nothing runs any more: free the finished tasks held for a batch
         // (`task_free.rs`).
-        self.far_done.release();
+        self.far_done.release(&self.remote.returns);
         // Publish what quit consumed (run or dropped), so `Handle::backlog`
         // and the watermarks read 0 after quit, not the last batch's count.
         self.after_batch();

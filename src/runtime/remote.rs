@@ -97,6 +97,9 @@ pub(crate) struct Remote {
     /// Tasks' references to this value, counted without an RMW on the
     /// loop thread (`share.rs`), on a line of their own.
     pub(crate) shares: super::share::Shares,
+    /// Finished far tasks handed back to the threads that spawn
+    /// (`task_return.rs`), on a line of their own.
+    pub(crate) returns: super::task_return::Returns<super::task_free::Held>,
     /// A trace records (feature `trace`): posts start flows.
     #[cfg(feature = "trace")]
     pub(crate) tracing: crate::sync::AtomicBool,
@@ -127,6 +130,7 @@ impl Remote {
             flood,
             backlog: CachePadded(AtomicU64::new(0)),
             shares: super::share::Shares::new(),
+            returns: super::task_return::Returns::new(),
             #[cfg(feature = "trace")]
             tracing: crate::sync::AtomicBool::new(false),
             #[cfg(feature = "trace")]

@@ -34,7 +34,12 @@ where
         Some(local) => (Share::new_with(remote, local), false),
         None => match context::with_core(id, |core| Share::new_with(remote, &core.shares_local)) {
             Some(share) => (share, false),
-            None => (Share::new_elsewhere(remote), true),
+            None => {
+                // Tasks this loop finished, handed back to be freed where
+                // they are allocated again (`task_return.rs`).
+                super::task_free::free_returned(&remote.returns);
+                (Share::new_elsewhere(remote), true)
+            }
         },
     };
     let (runnable, task) = Builder::new().propagate_panic(true).spawn(
@@ -191,7 +196,8 @@ impl<F: Future> Future for Registered<F> {
         }
         if this.looper & FAR != 0 && poll.is_ready() {
             context::with_core(this.looper(), |core| {
-                core.far_done.hold(cx.waker(), Self::TASK_BODY)
+                core.far_done
+                    .hold(cx.waker(), Self::TASK_BODY, &core.remote.returns)
             });
         }
         poll

@@ -1,44 +1,46 @@
-//! The memory of small tasks spawned from other threads, freed in batches
-//! and handed to the shared cache.
+//! The memory of small tasks spawned from other threads, held in batches
+//! and handed back to be freed where it is allocated again.
 //!
 //! A task made by `Handle::spawn` where its loop is not running (another
-//! thread, mostly) is allocated there and, once it finishes (its `Task`
-//! detached or dropped), freed here, where it ran. The process allocator
-//! (glibc's) puts a small chunk freed on the loop thread on the spawning
-//! thread's free list for that size (once the loop thread's own cache of
-//! seven is full), and the spawner's next allocation of that size takes
-//! it back at once: one chunk at a time, each handover lines the loop core
-//! wrote moments before (the free list's head, the chunk's link, the
-//! task's own lines), which the spawning core fetches from the loop core's
-//! cache on every spawn (BENCHMARKS.md, "B'': two modes, and where they
-//! come from").
+//! thread, mostly) is allocated there and finishes here, where it ran.
+//! Freed here, each chunk would go back through the process allocator's
+//! (glibc's) lists to the spawning thread one at a time, and that
+//! thread's next allocation, and the writes that fill the next task,
+//! would each wait for a line the loop core wrote moments before
+//! (BENCHMARKS.md, "B'': two modes, and where they come from").
 //!
 //! So the loop keeps one waker of each such task when its future
 //! finishes (the allocation stays; the future is dropped and the output
-//! goes to the `Task`, as for any task) and drops the wakers [`BATCH`] at
-//! a time (the batch is freed when a task finds it full), before it
-//! sleeps (a park, or a host's wait when it is embedded), at quit, and
-//! when the loop is dropped. Two things follow:
+//! goes to the `Task`, as for any task), [`BATCH`] at a time, and hands
+//! the batch to the threads that spawn (`task_return.rs`) when a task
+//! finds it full and before the loop sleeps (a park, or a host's wait when
+//! it is embedded). On the way it asks the CPU to move each task's lines
+//! out of its own caches into the shared one (`CLDEMOTE`, a hint: a no-op
+//! on CPUs without it, and it never faults). The next far spawn, on
+//! whatever thread, takes what was handed back and frees it there
+//! ([`free_returned`]), asking for each task's lines a few tasks ahead of
+//! the one it frees: the misses overlap, and the chunks land in that
+//! thread's own cache, where its next allocations find them.
 //!
-//! * The spawner finds a run of chunks on its free list and takes up to
-//!   eight of them at once into its thread cache: the list's lock and
-//!   head are paid once per run instead of once per spawn.
-//! * After the batch is freed, the loop asks the CPU to move each freed
-//!   task's lines out of its own caches into the shared one (`CLDEMOTE`, a
-//!   hint: a no-op on CPUs without it, and it never faults), so the
-//!   spawner's allocation and the writes of the next task find them there
-//!   instead of in the other core's cache.
+//! What it costs: the waker's clone, an RMW on a line the loop holds,
+//! paid by the loop, and one hand-over (an allocation and two swaps) per
+//! batch; the waker's drop moves to the spawner. What it holds: at most
+//! [`BATCH`] finished tasks here and [`task_return::DEPTH`] batches in the
+//! hand-over, each task at most [`SMALL`] bytes besides async-task's
+//! header (at most about 95 KiB in all, about 35 KiB for tasks of the
+//! usual size), until the next far spawn takes them; quit and the loop's
+//! drop free them all on the loop. Larger tasks are freed as they finish.
+//! Measured (`benches/remote_spawn`, the spawner pinned to the other CPU
+//! from the loop): BENCHMARKS.md, "B'': far tasks freed by their spawner".
 //!
-//! What it costs: the waker's clone and drop, two RMWs on a line the loop
-//! already holds, paid by the loop; what it holds: at most [`BATCH`]
-//! finished tasks, each at most [`SMALL`] bytes besides async-task's
-//! header (about 19 KiB in all), until the loop next sleeps. Larger tasks
-//! are freed as they finish. Measured (`benches/remote_spawn`, the spawner
-//! pinned to the other CPU from the loop): BENCHMARKS.md, "B'': the loop
-//! frees far tasks in batches".
+//! [`task_return::DEPTH`]: super::task_return::DEPTH
 
 use std::cell::RefCell;
 use std::task::Waker;
+
+use super::task_return::Returns;
+use crate::queue::alloc::prefetch_for_write;
+use std::ptr::NonNull;
 
 /// Finished tasks held before their memory is released together.
 pub(crate) const BATCH: usize = 64;
@@ -53,9 +55,9 @@ pub(crate) const SMALL: usize = 256;
 /// (a body aligned to at most 16 bytes starts there).
 const BEFORE_BODY: usize = 48;
 
-/// Wakers that keep finished tasks' memory until the batch is released,
+/// Wakers that keep finished tasks' memory until the batch is handed back,
 /// each with its task's size in bytes from the waker's address.
-pub(crate) struct FreeBatch(RefCell<Vec<(Waker, u16)>>);
+pub(crate) struct FreeBatch(RefCell<Vec<Held>>);
 
 impl FreeBatch {
     pub(crate) fn new() -> FreeBatch {
@@ -64,17 +66,17 @@ impl FreeBatch {
 
     /// Keeps the task behind `waker`, whose future has just finished and
     /// whose body (the future with its registration, or the output) is at
-    /// most `body` bytes, until the batch is released; a full batch is
-    /// released first. A task whose body is over [`SMALL`] bytes is not
-    /// held.
-    pub(crate) fn hold(&self, waker: &Waker, body: usize) {
+    /// most `body` bytes, until the batch is handed back; a full batch is
+    /// handed to `returns` first. A task whose body is over [`SMALL`] bytes
+    /// is not held.
+    pub(crate) fn hold(&self, waker: &Waker, body: usize, returns: &Returns<Held>) {
         if body > SMALL {
             return;
         }
-        // Released before this one joins: the task that finds the batch
+        // Handed back before this one joins: the task that finds the batch
         // full is still running, and its lines are not demoted under it.
         if self.0.borrow().len() >= BATCH {
-            self.release();
+            self.give(returns);
         }
         let mut held = self.0.borrow_mut();
         if held.capacity() == 0 {
@@ -83,43 +85,85 @@ impl FreeBatch {
         held.push((waker.clone(), (BEFORE_BODY + body) as u16));
     }
 
-    /// Drops every held waker, freeing the tasks nothing else holds, and
-    /// hands their lines to the shared cache.
-    pub(crate) fn release(&self) {
+    /// Hands the held tasks to the threads that spawn (`task_return.rs`),
+    /// their lines moved to the shared cache on the way; what the slot
+    /// held beyond its depth is freed here.
+    pub(crate) fn give(&self, returns: &Returns<Held>) {
         if self.0.borrow().is_empty() {
             return;
         }
-        // Taken out while the wakers drop, so nothing a drop reaches finds
-        // the list borrowed; put back after, keeping its capacity.
-        let mut held = std::mem::take(&mut *self.0.borrow_mut());
-        // An async-task waker's data pointer is its task's address (were
-        // that to change, the hints below would land elsewhere: harmless).
-        let mut spans = [(0usize, 0u16); BATCH];
-        for (span, (waker, size)) in spans.iter_mut().zip(&held) {
-            *span = (waker.data().addr(), *size);
-        }
-        let n = held.len().min(BATCH);
-        held.clear();
-        for &(addr, size) in &spans[..n] {
-            // Every line from the allocator's chunk header (the 16 bytes
-            // before the task) to the task's last byte.
-            let first = addr.wrapping_sub(16) & !63;
-            let last = (addr + usize::from(size) - 1) & !63;
-            for line in (first..=last).step_by(64) {
+        let held = std::mem::take(&mut *self.0.borrow_mut());
+        for &(ref waker, size) in &held {
+            for line in lines(waker.data().addr(), size) {
                 demote(line);
             }
         }
-        let mut list = self.0.borrow_mut();
-        if list.is_empty() {
-            *list = held;
+        if let Some(over) = returns.give(held) {
+            for batch in over.into_batches() {
+                drop(batch);
+            }
         }
     }
 
+    /// Drops every held waker here, freeing the tasks nothing else holds,
+    /// and what `returns` holds with them (quit: no spawner takes them
+    /// after it).
+    pub(crate) fn release(&self, returns: &Returns<Held>) {
+        let held = std::mem::take(&mut *self.0.borrow_mut());
+        drop(held);
+        drop(returns.take());
+    }
     /// How many finished tasks are held.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.0.borrow().len()
     }
+}
+
+/// A finished far task held for its batch: a waker of it, and its size in
+/// bytes from the waker's address.
+pub(crate) type Held = (Waker, u16);
+
+/// Frees the batches the loop handed back, on a thread that spawns: each
+/// task's lines are asked for, for writing, [`AHEAD`] tasks before its
+/// waker drops, so the misses overlap instead of coming one after another
+/// in the allocator's lists and the next tasks' writes.
+pub(crate) fn free_returned(returns: &Returns<Held>) {
+    let Some(chain) = returns.take() else { return };
+    for batch in chain.into_batches() {
+        let mut spans = [(std::ptr::null::<u8>(), 0u16); BATCH];
+        let n = batch.len().min(BATCH);
+        for (span, (waker, size)) in spans.iter_mut().zip(&batch) {
+            *span = (waker.data().cast(), *size);
+        }
+        let ask = |(p, size): (*const u8, u16)| {
+            // From the allocator's chunk header (the 16 bytes before the
+            // task) to the task's last byte, at most four lines.
+            if let Some(p) = NonNull::new(p.wrapping_sub(16).cast_mut()) {
+                prefetch_for_write(p, usize::from(size) + 16);
+            }
+        };
+        spans[..n.min(AHEAD)].iter().for_each(|&s| ask(s));
+        for (i, held) in batch.into_iter().enumerate() {
+            if let Some(&s) = spans[..n].get(i + AHEAD) {
+                ask(s);
+            }
+            drop(held);
+        }
+    }
+}
+
+/// How many tasks ahead of the one it frees [`free_returned`] asks for.
+const AHEAD: usize = 4;
+
+/// Every line of a task at `addr` of `size` bytes (an async-task waker's
+/// data pointer is its task's address; were that to change, the hints
+/// would land elsewhere: harmless), from the allocator's chunk header (the
+/// 16 bytes before it) to its last byte.
+fn lines(addr: usize, size: u16) -> impl Iterator<Item = usize> {
+    let first = addr.wrapping_sub(16) & !63;
+    let last = addr.wrapping_add(usize::from(size).max(1) - 1) & !63;
+    (first..=last).step_by(64)
 }
 
 /// Asks the CPU to move the line holding `addr` from this core's caches to
@@ -162,37 +206,72 @@ mod tests {
     }
 
     #[test]
-    fn a_full_batch_is_released_when_the_next_task_comes() {
+    fn a_full_batch_is_handed_back_when_the_next_task_comes_and_a_spawn_frees_it() {
         let dropped = Arc::new(AtomicUsize::new(0));
+        let returns = Returns::new();
         let batch = FreeBatch::new();
         for _ in 0..BATCH {
-            batch.hold(&waker(&dropped), 16);
+            batch.hold(&waker(&dropped), 16, &returns);
         }
-        assert_eq!(dropped.load(Ordering::Relaxed), 0);
         assert_eq!(batch.len(), BATCH);
-        batch.hold(&waker(&dropped), 16);
-        assert_eq!(dropped.load(Ordering::Relaxed), BATCH);
+        batch.hold(&waker(&dropped), 16, &returns);
         assert_eq!(batch.len(), 1);
-        batch.release();
+        // Handed back, not freed: a far spawn frees it.
+        assert_eq!(dropped.load(Ordering::Relaxed), 0);
+        free_returned(&returns);
+        assert_eq!(dropped.load(Ordering::Relaxed), BATCH);
+        // Going to sleep hands back the rest; the next spawn frees it.
+        batch.give(&returns);
+        assert_eq!(batch.len(), 0);
+        assert_eq!(dropped.load(Ordering::Relaxed), BATCH);
+        free_returned(&returns);
         assert_eq!(dropped.load(Ordering::Relaxed), BATCH + 1);
+        free_returned(&returns);
+        assert_eq!(dropped.load(Ordering::Relaxed), BATCH + 1);
+    }
+
+    #[test]
+    fn the_hand_over_holds_at_most_its_depth_and_the_loop_frees_the_rest() {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let returns = Returns::new();
+        let batch = FreeBatch::new();
+        let depth = crate::runtime::task_return::DEPTH;
+        // Nobody spawns: batches pile up in the hand-over until it is full;
+        // the next gives the full chain back to the loop, which frees it.
+        for round in 1..=depth + 1 {
+            batch.hold(&waker(&dropped), 16, &returns);
+            batch.give(&returns);
+            let freed = if round > depth { depth } else { 0 };
+            assert_eq!(dropped.load(Ordering::Relaxed), freed, "round {round}");
+        }
+        // Quit frees the hand-over and the batch on the loop.
+        batch.hold(&waker(&dropped), 16, &returns);
+        batch.release(&returns);
+        assert_eq!(dropped.load(Ordering::Relaxed), depth + 2);
         assert_eq!(batch.len(), 0);
     }
 
     #[test]
     fn large_tasks_are_not_held() {
         let dropped = Arc::new(AtomicUsize::new(0));
+        let returns = Returns::new();
         let batch = FreeBatch::new();
-        batch.hold(&waker(&dropped), SMALL + 1);
+        batch.hold(&waker(&dropped), SMALL + 1, &returns);
         assert_eq!(batch.len(), 0);
         assert_eq!(dropped.load(Ordering::Relaxed), 1);
     }
 
     #[test]
-    fn dropping_the_batch_drops_what_it_holds() {
+    fn dropping_the_batch_and_the_hand_over_drops_what_they_hold() {
         let dropped = Arc::new(AtomicUsize::new(0));
+        let returns = Returns::new();
         let batch = FreeBatch::new();
-        batch.hold(&waker(&dropped), 16);
+        batch.hold(&waker(&dropped), 16, &returns);
+        batch.give(&returns);
+        batch.hold(&waker(&dropped), 16, &returns);
         drop(batch);
         assert_eq!(dropped.load(Ordering::Relaxed), 1);
+        drop(returns);
+        assert_eq!(dropped.load(Ordering::Relaxed), 2);
     }
 }

@@ -94,7 +94,7 @@ impl Core {
         // (`task_free.rs`) before the sleep is announced, so producers do
         // not find the loop asleep while it frees them, and the look at
         // the local lane below comes after whatever their drop did.
-        self.far_done.release();
+        self.far_done.give(&self.remote.returns);
         let called_off = if !queue.prepare_sleep(wake_at) {
             Some(queue.take_wake_claimed())
         } else if self.has_ready(main) || (!waiters && self.flood_waiting_after_sleep()) {
