@@ -121,9 +121,14 @@ fn finished_far_tasks_are_held_at_most_five_batches_and_freed_by_the_next_spawn_
         (1..=HELD).contains(&held),
         "{held} finished tasks hold memory"
     );
-    // Nothing pending: the turn parks, the batch is handed back, not freed.
+    // Nothing pending: the turn parks and hands its batch back, freeing
+    // at most the hand-over's oldest batch.
     looper.turn(Some(Duration::from_millis(1)));
-    assert_eq!(live(), held, "a park frees nothing");
+    let after_park = live();
+    assert!(
+        after_park <= held && held - after_park <= 64,
+        "{held} before the park, {after_park} after"
+    );
     // One far spawn frees every finished task first: only its own is live.
     let ran = spawn_far(&looper, 1);
     assert_eq!(live(), 1, "after the next far spawn");

@@ -194,9 +194,10 @@ impl Core {
         // once instead, where `park` waits up to `RETRY`.)
         let flood = self.remote.flood.as_ref();
         let waiters = flood.is_some_and(|f| f.waiting() > 0);
-        // The host may sleep now, for as long as it likes: free the
-        // finished tasks held for a batch first (`task_free.rs`; the
-        // re-check below covers whatever their drop could do).
+        // The host may sleep now, for as long as it likes: hand the
+        // finished far tasks held for a batch back first (`task_free.rs`;
+        // the re-check below covers whatever the drops of a full
+        // hand-over's oldest batch could do).
         self.far_done.give(&self.remote.returns);
         let idle = self.queue.borrow_mut().prepare_idle(now, local_timer);
         let Idle::Asleep { deadline } = idle else {

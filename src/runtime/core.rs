@@ -56,8 +56,8 @@ pub(crate) struct Core {
     /// Wakers of the live tasks, so quit and drop can cancel them.
     pub(crate) active: RefCell<Slab<Waker>>,
     pub(crate) active_closed: Cell<bool>,
-    /// Finished tasks spawned from other threads, freed in batches
-    /// (`task_free.rs`).
+    /// Finished tasks spawned from other threads, held in batches and
+    /// handed back to spawning threads (`task_free.rs`).
     pub(crate) far_done: super::task_free::FreeBatch,
     /// Quit's task cancellation is over: later schedules are cancelled.
     pub(crate) cancelled_all: Cell<bool>,

@@ -237,6 +237,9 @@ impl Drop for Looper {
         struct Merge<'a>(&'a super::core::Core);
         impl Drop for Merge<'_> {
             fn drop(&mut self) {
+                // Finished far tasks still handed back (`task_return.rs`):
+                // quit freed them unless it unwound; they hold shares.
+                drop(self.0.remote.returns.take());
                 self.0.shares_local.merge(&self.0.remote);
             }
         }

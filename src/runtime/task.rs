@@ -29,7 +29,8 @@ where
     let id = remote.id;
     // `far`: made where its loop is not running (another thread, or the
     // loop's own before it is entered), so the allocation is likely this
-    // thread's: freed in batches once it finishes (`task_free.rs`).
+    // thread's: once it finishes, handed back in a batch to be freed by a
+    // far spawn like this one (`task_free.rs`).
     let (share, far) = match owner {
         Some(local) => (Share::new_with(remote, local), false),
         None => match context::with_core(id, |core| Share::new_with(remote, &core.shares_local)) {
@@ -136,8 +137,8 @@ type Outcome<T> = Result<T, Box<dyn std::any::Any + Send>>;
 
 /// In [`Registered::looper`] (loop ids count up from 1 and never reach
 /// it): the task was spawned where its loop was not running, and when it
-/// finishes the loop holds its memory for a batched free
-/// (`task_free.rs`). A bit, not a field: a field would make every task
+/// finishes the loop holds its memory for a batch handed back to the
+/// spawning threads (`task_free.rs`). A bit, not a field: a field would make every task
 /// 8 bytes larger.
 const FAR: u64 = 1 << 63;
 

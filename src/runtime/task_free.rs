@@ -23,15 +23,22 @@
 //! thread's own cache, where its next allocations find them.
 //!
 //! What it costs: the waker's clone, an RMW on a line the loop holds,
-//! paid by the loop, and one hand-over (an allocation and two swaps) per
-//! batch; the waker's drop moves to the spawner. What it holds: at most
-//! [`BATCH`] finished tasks here and [`task_return::DEPTH`] batches in the
-//! hand-over, each task at most [`SMALL`] bytes besides async-task's
-//! header (at most about 95 KiB in all, about 35 KiB for tasks of the
-//! usual size), until the next far spawn takes them; quit and the loop's
-//! drop free them all on the loop. Larger tasks are freed as they finish.
-//! Measured (`benches/remote_spawn`, the spawner pinned to the other CPU
-//! from the loop): BENCHMARKS.md, "B'': far tasks freed by their spawner".
+//! paid by the loop; per batch, two allocations (the batch's list and its
+//! link in the hand-over, both freed by the spawner) and two swaps on the
+//! hand-over's line; the waker's drop moves to the spawner, which frees
+//! at most [`BATCH`] x [`task_return::DEPTH`] tasks in one spawn.
+//!
+//! What it holds: at most [`BATCH`] finished tasks here, until the batch
+//! is full or the loop sleeps, and [`task_return::DEPTH`] batches in the
+//! hand-over, until the next far spawn on this loop takes them (a give
+//! that finds it full frees its oldest batch on the loop, at most
+//! [`BATCH`] tasks). Each task is at most [`SMALL`] bytes besides
+//! async-task's header: at most about 95 KiB of tasks (about 35 KiB for
+//! tasks of the usual size, around 100 bytes) and 8 KiB of lists. Unlike
+//! before the hand-over, an idle loop with no far spawns keeps them; quit
+//! and the loop's drop free them all on the loop. Larger tasks are freed
+//! as they finish. Measured (`benches/remote_spawn`, `benches/compare`
+//! row B''): BENCHMARKS.md, "B'': far tasks freed by their spawner".
 //!
 //! [`task_return::DEPTH`]: super::task_return::DEPTH
 
@@ -237,17 +244,17 @@ mod tests {
         let batch = FreeBatch::new();
         let depth = crate::runtime::task_return::DEPTH;
         // Nobody spawns: batches pile up in the hand-over until it is full;
-        // the next gives the full chain back to the loop, which frees it.
-        for round in 1..=depth + 1 {
+        // from then on each give frees the oldest batch on the loop.
+        for round in 1..=depth + 2 {
             batch.hold(&waker(&dropped), 16, &returns);
             batch.give(&returns);
-            let freed = if round > depth { depth } else { 0 };
+            let freed = round.saturating_sub(depth);
             assert_eq!(dropped.load(Ordering::Relaxed), freed, "round {round}");
         }
         // Quit frees the hand-over and the batch on the loop.
         batch.hold(&waker(&dropped), 16, &returns);
         batch.release(&returns);
-        assert_eq!(dropped.load(Ordering::Relaxed), depth + 2);
+        assert_eq!(dropped.load(Ordering::Relaxed), depth + 3);
         assert_eq!(batch.len(), 0);
     }
 

@@ -11,9 +11,10 @@
 //! allocation and the writes that fill the task each wait for a line the
 //! loop core wrote last: two or three misses in a row per spawn
 //! (BENCHMARKS.md, "B'': far tasks freed by their spawner"). Handed back
-//! whole instead, the spawner asks for all of a batch's lines at once
-//! (each task a few ahead of the one it frees), frees them into its own
-//! thread cache, and its next allocations and writes find them there.
+//! whole instead, the spawner asks for each task's lines a few tasks ahead
+//! of the one it frees, so the misses overlap; the chunks it frees go to
+//! its thread cache (seven per size) and its arena's lists, and its next
+//! allocations and writes find their lines in its own cache.
 //!
 //! The hand-over is one word, [`Returns`]'s slot, on a line of its own in
 //! the loop's shared state, holding a chain of batches or null:
@@ -21,11 +22,11 @@
 //! * Only the loop thread puts a chain there ([`Returns::give`]). It first
 //!   takes the slot's chain back with a `swap(null)` (what no spawner took
 //!   since the last give: it owns it now), links the new batch in front of
-//!   it, or, if the chain already holds [`DEPTH`] batches, leaves the old
-//!   chain to its caller to free on the loop (so the slot never holds more
-//!   than [`DEPTH`] batches), and swaps the result in (Release). Between
-//!   the two swaps the slot is null, and only the loop writes anything but
-//!   null, so the second swap replaces null.
+//!   it, and, if that makes more than [`DEPTH`] batches, cuts the oldest
+//!   off for its caller to free on the loop (so the slot never holds more
+//!   than [`DEPTH`] batches, and a give frees at most one), then swaps the
+//!   result in (Release). Between the two swaps the slot is null, and only
+//!   the loop writes anything but null, so the second swap replaces null.
 //! * Any thread takes the whole chain with a `swap(null)` (Acquire,
 //!   pairing with the loop's second swap: the chain's contents are the taker's
 //!   to read and drop), after a plain load that finds it null in the
@@ -35,9 +36,14 @@
 //! Every chain is owned by exactly one thread at a time, passed on only by
 //! the swaps, and no pointer is ever compared with one read
 //! earlier, so there is no ABA: a chain is freed by the thread whose swap
-//! took it. Nothing is lost: the loop takes the slot's chain and frees it
-//! at quit, and the slot's own drop frees what is left (the loop's shared
-//! state can only go once the loop has gone). The loom model is
+//! took it.
+//!
+//! Nothing is lost, and nothing is kept for ever: the tasks in the slot
+//! hold shares of the loop's shared state (`share.rs`), which holds the
+//! slot, so the slot's own drop cannot be what frees them. The loop
+//! takes the slot's chain and frees it at quit, after which it gives no
+//! more (no task is polled after quit), and again when the `Looper` is
+//! dropped, even if quit unwound (`looper.rs`). The loom model is
 //! `tests/loom_return.rs`.
 
 use std::ptr;
@@ -53,7 +59,15 @@ pub(crate) const DEPTH: usize = if cfg!(loom) { 2 } else { 4 };
 pub(crate) struct Chain<T> {
     pub(crate) batch: Vec<T>,
     pub(crate) next: Option<Box<Chain<T>>>,
-    depth: usize,
+}
+
+/// Cuts `chain` after its first `keep` batches; returns the rest.
+fn cut_after<T>(chain: &mut Option<Box<Chain<T>>>, keep: usize) -> Option<Box<Chain<T>>> {
+    let mut cur = chain;
+    for _ in 0..keep {
+        cur = &mut cur.as_mut()?.next;
+    }
+    cur.take()
 }
 
 impl<T> Chain<T> {
@@ -87,18 +101,18 @@ impl<T> Returns<T> {
     /// free. The loop thread only (the one thread that puts anything but
     /// null in the slot).
     pub(crate) fn give(&self, batch: Vec<T>) -> Option<Box<Chain<T>>> {
-        let old = self.0.swap(ptr::null_mut(), Ordering::Acquire);
-        let old = (!old.is_null()).then(|| {
+        // Relaxed: it reads null (a spawner's, which carries nothing) or
+        // this thread's own chain.
+        let old = self.0.swap(ptr::null_mut(), Ordering::Relaxed);
+        let mut next = (!old.is_null()).then(|| {
             // SAFETY: a non-null slot value is a `Box` this thread put there
-            // (only the loop puts anything else there), and the swap made it ours.
+            // (only the loop puts anything else there), and the swap made
+            // it ours.
             unsafe { Box::from_raw(old) }
         });
-        let (next, over) = match old {
-            Some(old) if old.depth < DEPTH => (Some(old), None),
-            over => (None, over),
-        };
-        let depth = next.as_ref().map_or(0, |c| c.depth) + 1;
-        let chain = Box::new(Chain { batch, next, depth });
+        // The oldest batch goes if the slot would hold more than DEPTH.
+        let over = cut_after(&mut next, DEPTH - 1);
+        let chain = Box::new(Chain { batch, next });
         // A swap, not a store: the slot is null here (only this thread
         // writes anything else), which a debug build checks; one RMW per
         // batch. (Loom 0.7.3 also lets an RMW that read the value a plain

@@ -90,10 +90,11 @@ impl Core {
         });
         // Three ways to call the sleep off, each told whether a producer
         // had already claimed its wake-up (`take_claimed_wake`).
-        // Going to sleep: free the finished tasks held for a batch
-        // (`task_free.rs`) before the sleep is announced, so producers do
-        // not find the loop asleep while it frees them, and the look at
-        // the local lane below comes after whatever their drop did.
+        // Going to sleep: hand the finished far tasks held for a batch
+        // back to the spawning threads (`task_free.rs`) before the sleep
+        // is announced, so producers do not find the loop asleep while it
+        // frees the oldest batch when the hand-over is full, and the look
+        // at the local lane below comes after whatever those drops did.
         self.far_done.give(&self.remote.returns);
         let called_off = if !queue.prepare_sleep(wake_at) {
             Some(queue.take_wake_claimed())
