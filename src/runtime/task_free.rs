@@ -29,16 +29,18 @@
 //! at most [`BATCH`] x [`task_return::DEPTH`] tasks in one spawn.
 //!
 //! What it holds: at most [`BATCH`] finished tasks here, until the batch
-//! is full or the loop sleeps, and [`task_return::DEPTH`] batches in the
-//! hand-over, until the next far spawn on this loop takes them (a give
-//! that finds it full frees its oldest batch on the loop, at most
-//! [`BATCH`] tasks). Each task is at most [`SMALL`] bytes besides
-//! async-task's header: at most about 95 KiB of tasks (about 35 KiB for
-//! tasks of the usual size, around 100 bytes) and 8 KiB of lists. Unlike
-//! before the hand-over, an idle loop with no far spawns keeps them; quit
-//! and the loop's drop free them all on the loop. Larger tasks are freed
-//! as they finish. Measured (`benches/remote_spawn`, `benches/compare`
-//! row B''): BENCHMARKS.md, "B'': far tasks freed by their spawner".
+//! is full or the loop sleeps, and [`task_return::DEPTH`] batch in the
+//! hand-over, until the next far spawn on this loop takes it (a give that
+//! finds it full frees it on the loop, at most [`BATCH`] tasks). Each
+//! task is at most [`SMALL`] bytes besides async-task's header: at most
+//! about 150 KiB of tasks (about 56 KiB for tasks of the usual size,
+//! around 100 bytes) and 12 KiB of lists. Unlike before the hand-over, an
+//! idle loop with no far spawns keeps them; quit and the loop's drop free
+//! them all on the loop. Larger tasks are freed as they finish. A batch
+//! of 256 rather than 64 took row B'' from about 207 to about 180 ns per
+//! task in alternating `benches/remote_spawn` processes (512: about 200).
+//! Measured (`benches/remote_spawn`, `benches/compare` row B''):
+//! BENCHMARKS.md, "B'': far tasks freed by their spawner".
 //!
 //! [`task_return::DEPTH`]: super::task_return::DEPTH
 
@@ -50,7 +52,7 @@ use crate::queue::alloc::prefetch_for_write;
 use std::ptr::NonNull;
 
 /// Finished tasks held before their memory is released together.
-pub(crate) const BATCH: usize = 64;
+pub(crate) const BATCH: usize = 256;
 
 /// The largest task body (the future with its registration, or the output
 /// that replaces it) whose task is held: a task that size is well inside

@@ -53,7 +53,7 @@ use crate::util::CachePadded;
 
 /// The most batches the slot holds; a give that finds this many leaves
 /// them to the loop to free.
-pub(crate) const DEPTH: usize = if cfg!(loom) { 2 } else { 4 };
+pub(crate) const DEPTH: usize = if cfg!(loom) { 2 } else { 1 };
 
 /// One batch, and the older ones no spawner took yet.
 pub(crate) struct Chain<T> {
