@@ -52,7 +52,7 @@ use crate::sync::{AtomicPtr, Ordering};
 use crate::util::CachePadded;
 
 /// The most batches the slot holds; a give that finds this many leaves
-/// them to the loop to free.
+/// the oldest to the loop to free.
 pub(crate) const DEPTH: usize = if cfg!(loom) { 2 } else { 1 };
 
 /// One batch, and the older ones no spawner took yet.
@@ -96,10 +96,10 @@ impl<T> Returns<T> {
         Returns(CachePadded(AtomicPtr::new(ptr::null_mut())))
     }
 
-    /// Puts `batch` in the slot, in front of what no spawner took; if that
-    /// was already [`DEPTH`] batches, it is returned for the caller to
-    /// free. The loop thread only (the one thread that puts anything but
-    /// null in the slot).
+    /// Puts `batch` in the slot, in front of what no spawner took; the
+    /// oldest batch, if that makes more than [`DEPTH`], is returned for the
+    /// caller to free. The loop thread only (the one thread that puts
+    /// anything but null in the slot).
     pub(crate) fn give(&self, batch: Vec<T>) -> Option<Box<Chain<T>>> {
         // Relaxed: it reads null (a spawner's, which carries nothing) or
         // this thread's own chain.
