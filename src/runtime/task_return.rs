@@ -30,8 +30,8 @@
 //! * Any thread takes the whole chain with a `swap(null)` (Acquire,
 //!   pairing with the loop's second swap: the chain's contents are the taker's
 //!   to read and drop), after a plain load that finds it null in the
-//!   common case and then costs a read of a line that changes once per
-//!   batch ([`Returns::take`]).
+//!   common case and then costs a read of a line written three times per
+//!   batch (the loop's two swaps and the taker's) ([`Returns::take`]).
 //!
 //! Every chain is owned by exactly one thread at a time, passed on only by
 //! the swaps, and no pointer is ever compared with one read
