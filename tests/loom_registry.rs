@@ -235,6 +235,60 @@ fn the_pick_never_takes_an_item_before_one_pushed_before_it() {
     });
 }
 
+/// The other lanes' bound (`src/queue/pick.rs`): while every lane has a
+/// head, a pick reads only the lane the last one came from, and takes its
+/// head if it comes before the bound. It still never takes an item before
+/// one pushed before it: thread 1 registers a lane and pushes `y` on it,
+/// then raises a flag; thread 2 reads the flag and pushes `z` with the
+/// same `when` on the lane the consumer runs on (bounded by a later item
+/// on a second lane). Whenever thread 2 saw the flag, `y` comes out
+/// before `z`. (It fails if a bounded pick skips the registry's head.)
+#[test]
+fn a_bounded_pick_never_takes_an_item_before_one_pushed_before_it() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        let mut pa = q.join();
+        let mut pb = q.join();
+        assert!(pa.push_at(&q, 1, 0));
+        assert!(pa.push_at(&q, 2, 0));
+        assert!(pb.push_at(&q, 10, 5));
+        let flag = Arc::new(AtomicBool::new(false));
+        let (q1, f1) = (q.clone(), flag.clone());
+        let t1 = thread::spawn(move || {
+            let mut pc = q1.join();
+            assert!(pc.push_at(&q1, 20, 1));
+            f1.store(true, Ordering::Release);
+            pc
+        });
+        let (q2, f2) = (q.clone(), flag.clone());
+        let t2 = thread::spawn(move || {
+            let saw = f2.load(Ordering::Acquire);
+            assert!(pa.push_at(&q2, 30, 1));
+            (saw, pa)
+        });
+        let mut c = ModelConsumer::new();
+        let mut got = Vec::new();
+        while got.len() < 5 {
+            match c.pick_one(&q) {
+                Some(v) => got.push(v),
+                None => thread::yield_now(),
+            }
+        }
+        let pc = t1.join().unwrap();
+        let (saw, pa) = t2.join().unwrap();
+        let at = |v| got.iter().position(|&x| x == v).unwrap();
+        assert!(at(1) < at(2), "a lane in its order: {got:?}");
+        if saw {
+            assert!(
+                at(20) < at(30),
+                "z taken before y, pushed before it: {got:?}"
+            );
+        }
+        drop((pa, pb, pc));
+        c.finish(&q);
+    });
+}
+
 /// A close and its drain race a thread that registers its lane and pushes
 /// three items (across a block's end: blocks hold two under loom): every
 /// push is either accepted and drained exactly once, or

@@ -230,6 +230,12 @@ pub(crate) struct Lanes<T> {
     /// The position the last pick came from, where the next one starts
     /// reading (`pick.rs`); a hint, read as 0 if past the last lane.
     last: usize,
+    /// The least key (`(when, number)`) of the other lanes' heads when the
+    /// last pick read them all, if each had one and the pick came from
+    /// `last` (`pick.rs`, "The other lanes' bound"); `None` after a pick
+    /// that did not read a head on every lane, after a bounded pick that
+    /// could not use it, and after any change of positions.
+    bound: Option<(u64, u64)>,
 }
 
 // SAFETY: the consumer may move to another thread with its lanes.
@@ -243,6 +249,7 @@ impl<T> Lanes<T> {
             limbo: Limbo::new(),
             counted_unlinked: 0,
             last: 0,
+            bound: None,
         }
     }
 
@@ -256,6 +263,27 @@ impl<T> Lanes<T> {
     #[inline]
     pub(crate) fn set_last_pick(&mut self, i: usize) {
         self.last = i;
+        self.bound = None;
+    }
+
+    /// Notes the position a pick came from and `bound`, the least key of
+    /// every other lane's head, each read with one (`pick.rs`).
+    #[inline]
+    pub(crate) fn set_last_pick_bounded(&mut self, i: usize, bound: (u64, u64)) {
+        self.last = i;
+        self.bound = Some(bound);
+    }
+
+    /// The last pick's position and the other lanes' bound, if it holds.
+    #[inline]
+    pub(crate) fn bound(&self) -> Option<(usize, (u64, u64))> {
+        self.bound.map(|b| (self.last, b))
+    }
+
+    /// Forgets the other lanes' bound (the next pick reads every lane).
+    #[inline]
+    pub(crate) fn clear_bound(&mut self) {
+        self.bound = None;
     }
 
     /// Pushes with the counted flags on every lane of the registry
@@ -312,6 +340,7 @@ impl<T> Lanes<T> {
 
     #[cold]
     fn adopt_from(&mut self, head: *mut Lane<T>) -> bool {
+        self.bound = None;
         let start = self.list.len();
         let mut l = head;
         while l != self.seen {
@@ -531,6 +560,7 @@ impl<T> Lanes<T> {
                     (*self.list[i + 1].lane).link.store(next, Ordering::Release);
                 }
                 let a = self.list.remove(i);
+                self.bound = None;
                 // SAFETY: unlinked, not yet freed (limbo frees it later);
                 // its writer is gone, so the count is final.
                 self.counted_unlinked += unsafe { &*a.lane }.counted();
@@ -1037,6 +1067,17 @@ pub mod loom_model {
         /// A consumer with no lanes adopted.
         pub fn new() -> ModelConsumer {
             ModelConsumer(Lanes::new())
+        }
+
+        /// Takes the one item the pick across lanes allows, if any (no
+        /// maintenance: the lanes keep their positions, so the other
+        /// lanes' bound stays).
+        pub fn pick_one(&mut self, q: &ModelQueue) -> Option<u64> {
+            use super::super::pick::{pick, take};
+            let lanes = &mut self.0;
+            lanes.adopt(&q.reg, false);
+            let p = pick(lanes, &q.reg, drop)?;
+            take(lanes, p).map(|v| v.into_inner())
         }
 
         /// Takes what the pick across lanes allows, in its order, until
