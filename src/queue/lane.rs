@@ -52,6 +52,13 @@
 //!   ticket's `fetch_sub` frees it instead. A ticket keeps its item's key,
 //!   so it never reads a slot's key that a reuse may be writing.
 //!
+//! * **Hints**: an untagged push may carry an address in the tag's place
+//!   (`Push::hint`; for the runtime, a task's header). When the consumer
+//!   takes such an item, it reads the next slot's state (Acquire) and, if
+//!   published, its key, and asks for the hinted line (`prefetchw`): the
+//!   line comes while the item it took runs ([`Reader::hint_next`]). It
+//!   reads a key only once published, as a walker does, and nothing else.
+//!
 //! * **Counts**: each lane counts its pushes that carry the queue's
 //!   counted flags (`counted`), stored by its producer before the publish
 //!   and taken back after a recall, so a count read after the consumer
@@ -1049,6 +1056,30 @@ impl<T> Reader<T> {
                 }))
             }
             Err(actual) => Err(actual),
+        }
+    }
+
+    /// Asks the CPU for the line at the address hint ([`Meta::hint`]) of
+    /// the next slot's item, if it is published and carries one: the
+    /// consumer's next item is most often that one, and its line (for the
+    /// runtime, a task's header, which the pusher's core wrote) then comes
+    /// while this item runs. Reads only a published key.
+    #[inline]
+    pub(crate) fn hint_next(&self) {
+        if self.idx >= SLOTS {
+            return;
+        }
+        // SAFETY: the reader's block is live.
+        let next = unsafe { Block::slot(self.block, self.idx) };
+        let word = next.state.load(Ordering::Acquire);
+        if life(word) != QUEUED {
+            return;
+        }
+        // SAFETY: published (the Acquire above): its key is immutable
+        // until the block is reset, which only this reader starts.
+        let meta = unsafe { Block::read_meta(self.block, self.idx, word) };
+        if let Some(p) = meta.hint().and_then(|a| ptr::NonNull::new(a as *mut u8)) {
+            super::alloc::prefetch_for_write(p, 64);
         }
     }
 

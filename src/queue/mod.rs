@@ -208,7 +208,49 @@ pub use producer::{Closed, ItemInfo, Producer, Push, Pushed, Ticket};
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::node::Node;
+    use super::node::{Meta, Node, HAS_TAG};
+    use super::{DeliQueue, Push};
+
+    #[test]
+    fn an_address_hint_is_never_a_tag_and_its_items_come_out_whole() {
+        let meta = |tag, flags| Meta {
+            when: 1,
+            tag,
+            flags,
+        };
+        assert_eq!(meta(0x1000, 0).hint(), Some(0x1000));
+        assert_eq!(meta(0x1000, HAS_TAG).hint(), None, "a tag, not a hint");
+        assert_eq!(meta(0, 0).hint(), None);
+        // Hinted items on a lane (pushed due now), with tagged ones between:
+        // predicates see no tag on them, and every item comes out once, in
+        // order (each take asks for the next item's hint).
+        let mut q = DeliQueue::with_lanes();
+        let p = q.producer();
+        let values: Vec<u64> = (0..3 * super::lane::SLOTS as u64).collect();
+        let boxes: Vec<Box<u64>> = values.iter().map(|&v| Box::new(v)).collect();
+        for (v, b) in values.iter().zip(&boxes) {
+            let at = Push::due_now(7);
+            let opts = if v % 5 == 0 {
+                at.tag(*v)
+            } else {
+                at.hint(std::ptr::from_ref::<u64>(b).addr())
+            };
+            let _ = p.push_with(*v, opts).unwrap();
+        }
+        let mut tags = Vec::new();
+        q.for_each_pending(|info, _| tags.extend(info.tag()));
+        let tagged: Vec<u64> = values.iter().copied().filter(|v| v % 5 == 0).collect();
+        assert_eq!(tags, tagged);
+        let mut got = Vec::new();
+        while let Some(popped) = q.pop_due(u64::MAX) {
+            assert_eq!(
+                popped.info.tag(),
+                (popped.item % 5 == 0).then_some(popped.item)
+            );
+            got.push(popped.item);
+        }
+        assert_eq!(got, values);
+    }
 
     #[test]
     fn node_header_fits_a_cache_line() {

@@ -87,12 +87,24 @@ pub(crate) const LIST_DONE: u32 = 4;
 pub(crate) const PAYLOAD_GONE: u32 = 8;
 pub(crate) const COUNTED: u32 = 16;
 
-/// What a node was pushed with; immutable once published.
+/// What a node was pushed with; immutable once published. An item pushed
+/// without a tag may carry an address hint in the tag's place
+/// ([`Meta::hint`]): no reader sees it as a tag (`HAS_TAG` is off).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Meta {
     pub(crate) when: u64,
     pub(crate) tag: u64,
     pub(crate) flags: u32,
+}
+
+impl Meta {
+    /// The address hint an untagged item was pushed with (`Push::hint`),
+    /// if any: a lane's consumer asks the CPU for its line when it takes
+    /// the item before (`lane::Reader::hint_next`).
+    #[inline]
+    pub(crate) fn hint(&self) -> Option<usize> {
+        (self.flags & HAS_TAG == 0 && self.tag != 0).then_some(self.tag as usize)
+    }
 }
 
 pub(crate) struct Node<T> {

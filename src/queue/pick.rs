@@ -358,9 +358,16 @@ pub(crate) fn pick_within<T>(
 /// Takes the head `pick` chose: the item, or `None` if a canceller, walker
 /// or recalling pusher won the race (then the caller picks again; the head
 /// is stepped over there).
+///
+/// An item that carries an address hint ([`Meta::hint`]: a task's wake,
+/// for the runtime) asks for the next slot's hint on the way.
 #[inline]
 pub(crate) fn take<T>(lanes: &mut Lanes<T>, p: Pick) -> Option<T> {
-    lanes.take(p.lane, p.word).ok()
+    let item = lanes.take(p.lane, p.word).ok()?;
+    if p.meta.hint().is_some() {
+        lanes.hint_next(p.lane);
+    }
+    Some(item)
 }
 
 #[cfg(all(test, not(loom)))]

@@ -390,6 +390,15 @@ impl<T> Lanes<T> {
         self.reader(i).take(word)
     }
 
+    /// Asks for the line of lane `i`'s next item's address hint
+    /// ([`Reader::hint_next`]).
+    #[inline]
+    pub(crate) fn hint_next(&self, i: usize) {
+        if let Some(r) = self.list[i].reader.as_ref() {
+            r.hint_next();
+        }
+    }
+
     /// Steps over lane `i`'s dead head; a removed item's payload, for the
     /// caller to drop.
     pub(crate) fn step_over(&mut self, i: usize) -> Option<lane::Removed<T>> {

@@ -29,6 +29,12 @@
 //!   `fetch_add` of 1 (from 0, when every earlier share and the owner's one
 //!   are gone, the maker, which holds a strong reference, also makes the
 //!   population's reference again); a release is a `fetch_sub` of 1.
+//! * A thread that drops many shares of one value at once (a far spawn
+//!   freeing the finished tasks handed back to it, `task_free.rs`) may
+//!   count them instead, within [`release_together`], and take them off
+//!   in one `fetch_sub` when it ends: the count is only higher meanwhile,
+//!   and the caller's `Arc` keeps the value alive. That is one RMW per
+//!   batch instead of one per task.
 //! * When the owner goes ([`Local::merge`], on its thread), it takes the
 //!   reserve and its own one off in one `fetch_sub`, and the reserve
 //!   becomes `None`: every later make or release, even one that still
@@ -163,10 +169,91 @@ impl<T: Shared> Share<T> {
 impl<T: Shared> Drop for Share<T> {
     fn drop(&mut self) {
         let value = self.get();
-        if value.with_local(|local| local.take_one(value)) != Some(true) {
-            // SAFETY: this share is counted, and from `Arc::as_ptr`.
-            unsafe { release(self.ptr, 1) };
+        if value.with_local(|local| local.take_one(value)) == Some(true) {
+            return;
         }
+        if deferred(self.ptr.as_ptr().addr()) {
+            return;
+        }
+        // SAFETY: this share is counted, and from `Arc::as_ptr`.
+        unsafe { release(self.ptr, 1) };
+    }
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// While [`release_together`] runs on this thread: the address of its
+    /// value, and how many shares of it were dropped here meanwhile.
+    static DEFERRED: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+/// Whether a share of the value at `addr` dropped here is counted for
+/// [`release_together`] instead of released now.
+#[inline]
+fn deferred(addr: usize) -> bool {
+    #[cfg(not(loom))]
+    {
+        DEFERRED
+            .try_with(|d| {
+                let (at, n) = d.get();
+                let mine = at == addr;
+                if mine {
+                    d.set((at, n + 1));
+                }
+                mine
+            })
+            .unwrap_or(false)
+    }
+    #[cfg(loom)]
+    {
+        let _ = addr;
+        false
+    }
+}
+
+/// Runs `f`; the shares of `arc`'s value that drop on this thread during
+/// it (and not into the owner's reserve) are released together when it
+/// returns or unwinds: one `fetch_sub` of their number instead of one
+/// each. The count only stays higher meanwhile, and `arc` keeps the value
+/// alive, so nothing is released early. A far spawn frees the batch of
+/// finished tasks handed back to it this way, each of which held a share
+/// (`task_free.rs`). Nested calls run `f` alone.
+pub(crate) fn release_together<T: Shared, R>(arc: &Arc<T>, f: impl FnOnce() -> R) -> R {
+    #[cfg(not(loom))]
+    {
+        struct Flush<T: Shared>(NonNull<T>);
+        impl<T: Shared> Drop for Flush<T> {
+            fn drop(&mut self) {
+                let (_, n) = DEFERRED.try_with(|d| d.replace((0, 0))).unwrap_or((0, 0));
+                if n > 0 {
+                    // SAFETY: `n` shares of this value dropped on this
+                    // thread without releasing their counts (`deferred`),
+                    // and the pointer is from `Arc::as_ptr`.
+                    unsafe { release(self.0, n) };
+                }
+            }
+        }
+        let addr = Arc::as_ptr(arc).addr();
+        let started = DEFERRED
+            .try_with(|d| {
+                let free = d.get().0 == 0;
+                if free {
+                    d.set((addr, 0));
+                }
+                free
+            })
+            .unwrap_or(false);
+        if !started {
+            return f();
+        }
+        // SAFETY: `Arc::as_ptr` is never null.
+        let _flush = Flush(unsafe { NonNull::new_unchecked(Arc::as_ptr(arc).cast_mut()) });
+        f()
+    }
+    #[cfg(loom)]
+    {
+        let _ = arc;
+        f()
     }
 }
 
@@ -337,5 +424,78 @@ pub mod loom_model {
             // SAFETY: shares only read; the drop writes.
             self.0.get().data.with(|p| unsafe { *p })
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A value with no owner running anywhere: every share takes the
+    /// atomic path.
+    struct Value(Shares);
+
+    impl Shared for Value {
+        fn shares(&self) -> &Shares {
+            &self.0
+        }
+
+        fn with_local<R>(&self, _: impl FnOnce(&Local) -> R) -> Option<R> {
+            None
+        }
+    }
+
+    fn value() -> Arc<Value> {
+        let arc = Arc::new(Value(Shares::new()));
+        Shares::adopt(&arc);
+        arc
+    }
+
+    fn count(arc: &Arc<Value>) -> usize {
+        arc.shares().0.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn shares_dropped_together_are_released_once_at_the_end() {
+        let (a, b) = (value(), value());
+        let shares: Vec<_> = (0..3).map(|_| Share::new_elsewhere(&a)).collect();
+        let other = Share::new_elsewhere(&b);
+        assert_eq!((count(&a), count(&b)), (4, 2));
+        release_together(&a, || {
+            drop(shares);
+            // Counted, not released yet: the count stays up meanwhile.
+            assert_eq!(count(&a), 4);
+            // Another value's share is released at once.
+            drop(other);
+            assert_eq!(count(&b), 1);
+            // A nested call runs alone; the outer one counts its drops.
+            release_together(&a, || drop(Share::new_elsewhere(&a)));
+            assert_eq!(count(&a), 5);
+        });
+        assert_eq!(count(&a), 1, "the owner's one is left");
+        // The owner's one goes: the population's reference with it.
+        assert_eq!(Arc::strong_count(&a), 2);
+        // SAFETY: the owner's one is counted, and the pointer is the Arc's.
+        unsafe { release(NonNull::from(&*a), 1) };
+        assert_eq!(Arc::strong_count(&a), 1);
+        // SAFETY: as above, for `b`.
+        unsafe { release(NonNull::from(&*b), 1) };
+    }
+
+    #[test]
+    fn shares_dropped_together_are_released_when_it_unwinds() {
+        let a = value();
+        let share = Share::new_elsewhere(&a);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            release_together(&a, || {
+                drop(share);
+                panic!("a destructor's panic");
+            })
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(count(&a), 1);
+        // SAFETY: the owner's one is counted, and the pointer is the Arc's.
+        unsafe { release(NonNull::from(&*a), 1) };
+        assert_eq!(Arc::strong_count(&a), 1);
     }
 }

@@ -37,8 +37,11 @@ where
             Some(share) => (share, false),
             None => {
                 // Tasks this loop finished, handed back to be freed where
-                // they are allocated again (`task_return.rs`).
-                super::task_free::free_returned(&remote.returns);
+                // they are allocated again (`task_return.rs`); each holds a
+                // share of `remote`, released together (one `fetch_sub`).
+                if let Some(chain) = remote.returns.take() {
+                    super::share::release_together(remote, || super::task_free::free_chain(chain));
+                }
                 (Share::new_elsewhere(remote), true)
             }
         },
@@ -96,11 +99,17 @@ fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
         return;
     }
     let Some(runnable) = slot else { return };
+    // The task's address, as a hint: the loop asks for the task's header
+    // line while it runs the item before this one (`Push::hint`).
+    let raw = runnable.into_raw();
+    // SAFETY: from `into_raw` just above, converted back once.
+    let runnable = unsafe { Runnable::from_raw(raw) };
     if let Err(closed) = remote.push(
         Entry::Task(runnable),
         Push::due_now(remote.now_ticks())
             .flags(INTERNAL)
-            .asynchronous(),
+            .asynchronous()
+            .hint(raw.as_ptr().addr()),
     ) {
         let Entry::Task(runnable) = closed.into_inner() else {
             unreachable!()
