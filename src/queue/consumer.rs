@@ -308,28 +308,8 @@ impl<T> DeliQueue<T> {
     /// writing sooner and took its line from it at every item (row B1's
     /// shape: 82-88 against 22-23 ns per item, BENCHMARKS.md, "Lanes wired
     /// in").
-    ///
-    /// The first look, with the heaps empty (a busy loop fed by other
-    /// threads), is here, outside the loop: in the loop's body every field
-    /// address the loop uses was computed and spilled at the function's
-    /// entry, about 29 instructions per item before the pick began
-    /// (callgrind, `benches/ops spawn_remote`).
     #[inline(never)]
     fn pop_with_lanes(&mut self, now: u64) -> Option<Popped<T>> {
-        if self.sync.is_empty() && self.asyn.is_empty() {
-            let p = self.lane_pick(None)?;
-            match self.take_lane_pick(p, now) {
-                Ok(popped) => return Some(popped),
-                Err(false) => return None,
-                Err(true) => {}
-            }
-        }
-        self.pop_with_lanes_again(now)
-    }
-
-    /// [`pop_with_lanes`](Self::pop_with_lanes) from the top, in a loop.
-    #[inline(never)]
-    fn pop_with_lanes_again(&mut self, now: u64) -> Option<Popped<T>> {
         loop {
             if self.sync.is_empty() && self.asyn.is_empty() {
                 // Only lanes (no barrier either: it would be in `sync`).

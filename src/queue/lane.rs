@@ -54,10 +54,11 @@
 //!
 //! * **Hints**: an untagged push may carry an address in the tag's place
 //!   (`Push::hint`; for the runtime, a task's header). When the consumer
-//!   takes such an item, it reads the next slot's state (Acquire) and, if
-//!   published, its key, and asks for the hinted line (`prefetchw`): the
-//!   line comes while the item it took runs ([`Reader::hint_next`]). It
-//!   reads a key only once published, as a walker does, and nothing else.
+//!   takes such an item, it reads the next slot's state (Acquire; nothing
+//!   at a block's end) and, if QUEUED, its key, and asks for the line (or
+//!   two) at the hinted address (`prefetchw`): it comes while the item it
+//!   took runs ([`Reader::hint_next`]). It reads a key only once
+//!   published, as a walker does, and nothing else.
 //!
 //! * **Counts**: each lane counts its pushes that carry the queue's
 //!   counted flags (`counted`), stored by its producer before the publish

@@ -32,7 +32,8 @@ pub struct Push {
     asynchronous: bool,
     barrier: bool,
     due_now: bool,
-    hint: u64,
+    /// `tag` holds an address hint, not a tag (`hint`).
+    hinted: bool,
 }
 
 impl Push {
@@ -75,11 +76,16 @@ impl Push {
 
     /// An address the item's work will touch first (for the runtime, a
     /// task's header), carried in the tag's place when the push has no
-    /// tag and takes a lane: the consumer asks the CPU for its line
-    /// (`prefetchw`, a hint) when it takes the lane's item before this
-    /// one. Never seen as a tag; ignored elsewhere.
+    /// tag (a later [`tag`](Self::tag) replaces it) and takes a lane: when
+    /// the consumer takes the lane's item before this one, if that item
+    /// carried a hint too and this one is queued in the same block by
+    /// then, it asks the CPU for the line (`prefetchw`, a hint). Never
+    /// seen as a tag; ignored on the stack.
     pub(crate) fn hint(mut self, addr: usize) -> Push {
-        self.hint = addr as u64;
+        if self.tag.is_none() {
+            self.tag = Some(addr as u64);
+            self.hinted = true;
+        }
         self
     }
 
@@ -96,6 +102,7 @@ impl Push {
     /// Attaches a tag that predicates can match.
     pub fn tag(mut self, tag: u64) -> Push {
         self.tag = Some(tag);
+        self.hinted = false;
         self
     }
 
@@ -124,7 +131,7 @@ impl Push {
 
     fn node_flags(&self) -> u32 {
         (self.front as u32 * FRONT)
-            | (self.tag.is_some() as u32 * HAS_TAG)
+            | ((self.tag.is_some() && !self.hinted) as u32 * HAS_TAG)
             | (self.asynchronous as u32 * PASSES)
             | (self.barrier as u32 * BARRIER)
             | ((self.flags as u32) << USER_SHIFT)
@@ -175,7 +182,7 @@ fn push_on_lane<T: Send + 'static, R>(
 ) -> LanePushed<R, T> {
     let meta = Meta {
         when: opts.when,
-        tag: opts.tag.unwrap_or(opts.hint),
+        tag: opts.tag.unwrap_or(0),
         flags: opts.node_flags(),
     };
     let counted = meta.flags & shared.home.counted() != 0;

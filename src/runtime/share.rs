@@ -46,8 +46,9 @@
 //!
 //! Each share is counted exactly once, wherever it was made or released,
 //! so the count is the live shares plus the reserve plus one until the
-//! owner goes: above zero while any share exists, zero once none does and
-//! the owner is gone. The `Arc`'s own count still decides when the value
+//! owner goes (plus, within a [`release_together`], the shares it holds
+//! back, until it ends): above zero while any share exists, zero once
+//! none does and the owner is gone. The `Arc`'s own count still decides when the value
 //! is freed; this count only decides when the population gives up its
 //! reference. The loom model is `tests/loom_share.rs`.
 
@@ -217,7 +218,8 @@ fn deferred(addr: usize) -> bool {
 /// each. The count only stays higher meanwhile, and `arc` keeps the value
 /// alive, so nothing is released early. A far spawn frees the batch of
 /// finished tasks handed back to it this way, each of which held a share
-/// (`task_free.rs`). Nested calls run `f` alone.
+/// (`task_free.rs`). A nested call holds nothing back itself; drops of
+/// the outer call's value inside it are still counted by the outer call.
 pub(crate) fn release_together<T: Shared, R>(arc: &Arc<T>, f: impl FnOnce() -> R) -> R {
     #[cfg(not(loom))]
     {

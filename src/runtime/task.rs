@@ -37,8 +37,8 @@ where
             Some(share) => (share, false),
             None => {
                 // Tasks this loop finished, handed back to be freed where
-                // they are allocated again (`task_return.rs`); each holds a
-                // share of `remote`, released together (one `fetch_sub`).
+                // they are allocated again (`task_return.rs`); the shares of
+                // `remote` they release go in one `fetch_sub` at most.
                 if let Some(chain) = remote.returns.take() {
                     super::share::release_together(remote, || super::task_free::free_chain(chain));
                 }
