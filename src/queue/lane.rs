@@ -1079,7 +1079,9 @@ impl<T> Reader<T> {
         // SAFETY: published (the Acquire above): its key is immutable
         // until the block is reset, which only this reader starts.
         let meta = unsafe { Block::read_meta(self.block, self.idx, word) };
-        if let Some(p) = meta.hint().and_then(|a| ptr::NonNull::new(a as *mut u8)) {
+        // An address without provenance: only asked for, never read.
+        let hinted = meta.hint().map(ptr::without_provenance_mut::<u8>);
+        if let Some(p) = hinted.and_then(ptr::NonNull::new) {
             super::alloc::prefetch_for_write(p, 64);
         }
     }
