@@ -1,7 +1,7 @@
 //! Loom models of the queue with lanes (`DeliQueue::with_lanes`,
 //! `docs/lanes.md`): a thread's lane and the stack read as one order, a
-//! close racing lane pushes, the sleep check, a walker racing a lend, and a
-//! lane ticket racing the consumer.
+//! close racing lane pushes, the sleep check, a walker racing a lend, a
+//! lane ticket racing the consumer, and a pop under the other lanes' bound.
 //! The lanes' own protocols have their models in `tests/loom_lane.rs` and
 //! `tests/loom_registry.rs`; these are the queue's (the section "What it
 //! needs", models 2, 3 and 5 at the queue's level).
@@ -135,6 +135,54 @@ fn a_lane_item_is_not_taken_before_a_stack_item_pushed_before_it() {
         let rest = pop_all(&mut q, 0);
         assert!(rest.is_empty() || rest == [1], "{rest:?}");
     });
+}
+
+/// The short path of a pick under the other lanes' bound (`pick.rs`, and
+/// `pop_with_lanes`): the consumer's lane and another's both have a head,
+/// so a pop notes the other's as its bound and the next reads the
+/// consumer's lane alone. A thread pushes on a lane of its own (or, with a
+/// ticket, on the stack) and sets a flag; the consumer sees it and pushes
+/// on its lane an item below the bound, numbered after that thread's, whose
+/// key is smaller: the thread's item comes out first (checked: without the
+/// short path's read of the registry's head, or of `top`, this fails).
+#[test]
+fn a_bounded_pop_never_takes_an_item_before_one_pushed_before_it() {
+    for on_stack in [false, true] {
+        loom::model(move || {
+            let mut q = DeliQueue::with_lanes();
+            let (own, b, c) = (q.producer(), q.producer(), q.producer());
+            let _ = own.push_with(1u32, Push::due_now(1)).unwrap();
+            thread::spawn(move || {
+                let _ = b.push_with(50u32, Push::due_now(5)).unwrap();
+            })
+            .join()
+            .unwrap();
+            q.maintain();
+            assert_eq!(q.pop_swept(10).map(|e| e.item), Some(1));
+            let flag = Arc::new(AtomicBool::new(false));
+            let set = flag.clone();
+            let tc = thread::spawn(move || {
+                let ticket = if on_stack {
+                    Some(c.push_cancellable(2u32, Push::at(2)).unwrap().0)
+                } else {
+                    let _ = c.push_with(2u32, Push::due_now(2)).unwrap();
+                    None
+                };
+                set.store(true, loom::sync::atomic::Ordering::Release);
+                ticket
+            });
+            let mut got = Vec::new();
+            if flag.load(loom::sync::atomic::Ordering::Acquire) {
+                let _ = own.push_with(3u32, Push::due_now(3)).unwrap();
+                got.extend(q.pop_swept(10).map(|e| e.item));
+                assert_eq!(got, [2], "on the stack: {on_stack}");
+            }
+            let _ticket = tc.join().unwrap();
+            got.extend(pop_all(&mut q, 10));
+            got.sort();
+            assert!(got == [2, 50] || got == [2, 3, 50], "each once: {got:?}");
+        });
+    }
 }
 
 /// A close races a thread pushing three items on its lane (across a

@@ -307,9 +307,33 @@ impl<T> DeliQueue<T> {
     /// keeps up with its producer came back to the slot the producer was
     /// writing sooner and took its line from it at every item (row B1's
     /// shape: 82-88 against 22-23 ns per item, BENCHMARKS.md, "Lanes wired
-    /// in").
+    /// in"). The short path of a pick under the other lanes' bound comes
+    /// first (`pick.rs`): a frame of its own, small, so a take by it does
+    /// not pay for the long path's registers.
     #[inline(never)]
     fn pop_with_lanes(&mut self, now: u64) -> Option<Popped<T>> {
+        if self.sync.is_empty() && self.asyn.is_empty() && self.lanes_busy {
+            // The other lanes' bound's short path (`pick.rs`): with no
+            // heap entry, the stack's part of step 2 is that `top` has not
+            // moved since the sweep.
+            let (shared, marker) = (&self.shared, self.marker);
+            let bounded = self
+                .lanes
+                .take_bounded(&shared.home.registry, now, || shared.top() == marker);
+            if let Some((at, item, meta)) = bounded {
+                if meta.hint().is_some() {
+                    self.lanes.hint_next(at);
+                }
+                return Some(self.lane_item_taken(item, &meta));
+            }
+        }
+        self.pop_with_lanes_long(now)
+    }
+
+    /// [`pop_with_lanes`](Self::pop_with_lanes) when the short path does
+    /// not take the head: the heaps and the lanes' whole pick.
+    #[inline(never)]
+    fn pop_with_lanes_long(&mut self, now: u64) -> Option<Popped<T>> {
         loop {
             if self.sync.is_empty() && self.asyn.is_empty() {
                 // Only lanes (no barrier either: it would be in `sync`).
@@ -381,16 +405,22 @@ impl<T> DeliQueue<T> {
             }
         }
         let item = pick::take(&mut self.lanes, p).ok_or(true)?;
+        Ok(self.lane_item_taken(item, &p.meta))
+    }
+
+    /// A lane item the consumer claimed, counted towards busy mode.
+    #[inline(always)]
+    fn lane_item_taken(&mut self, item: T, meta: &super::node::Meta) -> Popped<T> {
         self.busy_takes = self.busy_takes.wrapping_add(1);
         if self.busy_takes == busy::ENTER_AFTER {
             self.enter_busy();
         }
-        let info = ItemInfo::of_meta(&p.meta);
-        Ok(Popped {
+        let info = ItemInfo::of_meta(meta);
+        Popped {
             item,
             when: info.when,
             info,
-        })
+        }
     }
 
     /// Enters busy mode (`busy.rs`): the consumer has taken

@@ -1018,6 +1018,26 @@ impl<T> Reader<T> {
         self.classify(w)
     }
 
+    /// The head if it is a queued item in the reader's block (the next
+    /// block is not looked for): its state word (read with Acquire) and
+    /// key. For the bounded pick's short path (`pick.rs`).
+    #[inline(always)]
+    pub(crate) fn queued_head(&self) -> Option<(u64, Meta)> {
+        if self.idx >= SLOTS {
+            return None;
+        }
+        // SAFETY: the reader's block is live.
+        let w = unsafe { Block::slot(self.block, self.idx) }
+            .state
+            .load(Ordering::Acquire);
+        if life(w) != QUEUED {
+            return None;
+        }
+        // SAFETY: the reader's block is live; `w` is an Acquire read of
+        // the slot's state that says it is published.
+        Some((w, unsafe { Block::read_meta(self.block, self.idx, w) }))
+    }
+
     /// As [`head`](Self::head), reading with RMWs (for the check before
     /// the consumer sleeps, and for a close's drain): either this sees a
     /// publish, or the publishing RMW reads from this one (a busy push's
