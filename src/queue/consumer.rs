@@ -313,9 +313,10 @@ impl<T> DeliQueue<T> {
     #[inline(never)]
     fn pop_with_lanes(&mut self, now: u64) -> Option<Popped<T>> {
         if self.sync.is_empty() && self.asyn.is_empty() && self.lanes_busy {
-            // The other lanes' bound's short path (`pick.rs`): with no
-            // heap entry, the stack's part of step 2 is that `top` has not
-            // moved since the sweep.
+            // The other lanes' bound's short path (`pick.rs`). With no
+            // heap entry, it asks more than the stack's part of step 2:
+            // that `top` has not moved since the sweep (if it has, the
+            // long path sweeps and weighs what came in).
             let (shared, marker) = (&self.shared, self.marker);
             let bounded = self
                 .lanes

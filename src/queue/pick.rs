@@ -53,7 +53,8 @@
 //! it; a lane retired meanwhile held nothing (it is retired only once its
 //! producer is gone and its head is EMPTY). A retired lane not yet
 //! unlinked (the newest one stays until a newer lane registers) reads
-//! EMPTY, so no pick is bounded while it is there. With two lanes whose
+//! EMPTY, so no pick notes a bound while it is there (one noted before it
+//! retired stays sound: the lane held nothing). With two lanes whose
 //! producers share a CPU (row B2: one lane fills while the other waits
 //! with a head), a drain of 500,000 items pushed that way went from
 //! 31.6-32.0 to 28.0-28.5 ns per item, as fast as one lane alone
@@ -67,20 +68,23 @@
 //! comparison and a walker removing a bounding head.
 //!
 //! The queue takes such a head by a short path before it picks
-//! ([`Lanes::take_bounded`], from `DeliQueue::pop_with_lanes` when the
-//! heaps are empty): the same reads in the same order (the head's state,
-//! then the registry's head, then the stack's `top`, which must not have
-//! moved since the sweep), and the claim, without the pick's frame. Any
-//! other case (a dead or EMPTY head, the block's end, a key not below the
-//! bound, a lane registered since, a push on the stack since) goes the
-//! long way, which reads them again. Row B2 went from 34.1-40.3 (median
+//! ([`Lanes::take_bounded`], from `DeliQueue::pop_with_lanes` when a
+//! bound is noted, the heaps are empty and the lanes are marked busy): the
+//! same reads in the same order (the head's state, then the registry's
+//! head, then the stack's `top`, which must not have moved since the
+//! sweep), and the claim, without the pick's frame. Any other case (a
+//! dead or EMPTY head, the block's end, a retired lane, a head not due or
+//! not below the bound, a lane registered since, a push on the stack
+//! since, a claim lost to a remover) goes the long way, which reads them
+//! again. Row B2 went from 34.1-40.3 (median
 //! 36.0) to 31.4-38.6 (median 33.5) ns per item in alternating `compare
 //! --only B` processes, row B1 unchanged; the short path for one lane
-//! too made B1 slower (the function's comment in `consumer.rs` says why).
+//! too made B1 slower (`Lanes::take_bounded`'s comment says why).
 //! The loom model `a_bounded_pop_never_takes_an_item_before_one_pushed_before_it`
 //! (`tests/loom_wiring.rs`) and the unit test
 //! `a_pick_that_reads_one_lane_on_still_lets_earlier_items_out_first`
-//! (`src/queue/mod.rs`) fail without either of its two checks.
+//! (`src/queue/mod.rs`) each fail if either of its two checks (the
+//! registry's head, `top`) is removed.
 //!
 //! (`docs/lanes.md` first skipped step 2 by a low watermark of consumed
 //! numbers instead. Measured, the watermark cost more than the re-reads it

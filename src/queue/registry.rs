@@ -284,7 +284,8 @@ impl<T> Lanes<T> {
     /// the position and head of the last pick's lane, claimed, if it is
     /// queued in its reader's block, due by `now` and below the bound, no
     /// lane was registered since, and `unchanged` holds (nothing new on the
-    /// stack). Both are read after the head's state was acquired. `None` changes
+    /// stack: a load the closure makes when called). Both are read after
+    /// the head's state was acquired. `None` changes
     /// nothing but a lost claim (a remover took the head; the long pick
     /// steps over it): the caller picks the long way.
     #[inline(always)]
@@ -294,11 +295,13 @@ impl<T> Lanes<T> {
         now: u64,
         unchanged: impl FnOnce() -> bool,
     ) -> Option<(usize, T, Meta)> {
-        // Not for one lane (no bound needed): with it, a consumer that
-        // keeps pace with its producer comes back sooner to the slot the
-        // producer writes (row B1: 25-28 against 33-42 ns per item, four
-        // alternating pairs).
+        // Never for one lane: a bound is noted only by a pick that read a
+        // head on two lanes or more. (A short path for one lane, with no
+        // bound, made a consumer that keeps pace with its producer come
+        // back sooner to the slot the producer writes: row B1 went from
+        // 25-28 to 33-42 ns per item, four alternating pairs.)
         let (at, bound) = (self.last, self.bound?);
+        debug_assert!(self.list.len() >= 2, "a bound with one lane");
         let seen = self.seen;
         let reader = self.list.get_mut(at)?.reader.as_mut()?;
         let (word, meta) = reader.queued_head()?;
