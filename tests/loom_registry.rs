@@ -14,6 +14,40 @@ use loom::thread;
 
 /// Consumer turns until `n` items were taken or stepped over (yielding to
 /// loom's other threads while there is nothing).
+/// Thread 1 runs `first`, then raises a flag; thread 2 reads the flag,
+/// then runs `second`: its result says whether it saw the flag (so
+/// whether `first` happened before `second`).
+fn flagged<A: Send + 'static, B: Send + 'static>(
+    first: impl FnOnce() -> A + Send + 'static,
+    second: impl FnOnce() -> B + Send + 'static,
+) -> (thread::JoinHandle<A>, thread::JoinHandle<(bool, B)>) {
+    let flag = Arc::new(AtomicBool::new(false));
+    let raise = flag.clone();
+    let t1 = thread::spawn(move || {
+        let out = first();
+        raise.store(true, Ordering::Release);
+        out
+    });
+    let t2 = thread::spawn(move || {
+        let saw = flag.load(Ordering::Acquire);
+        (saw, second())
+    });
+    (t1, t2)
+}
+
+/// Calls `pick` until it has given `n` items, yielding when it gives none.
+fn take_until(n: usize, mut pick: impl FnMut() -> Vec<u64>) -> Vec<u64> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let found = pick();
+        if found.is_empty() {
+            thread::yield_now();
+        }
+        got.extend(found);
+    }
+    got
+}
+
 fn turn_until(c: &mut ModelConsumer, q: &ModelQueue, n: usize) -> Vec<Seen> {
     let mut got = Vec::new();
     while got.len() < n {
@@ -197,28 +231,19 @@ fn the_pick_never_takes_an_item_before_one_pushed_before_it() {
         assert!(early.push_at(&q, 5, 0));
         assert!(pa.push_at(&q, 7, 0));
         assert!(pa.push_at(&q, 9, 0));
-        let flag = Arc::new(AtomicBool::new(false));
-        let (q1, f1) = (q.clone(), flag.clone());
-        let t1 = thread::spawn(move || {
-            assert!(pa.push_at(&q1, 1, 1));
-            f1.store(true, Ordering::Release);
-            pa
-        });
-        let (q2, f2) = (q.clone(), flag.clone());
-        let t2 = thread::spawn(move || {
-            let saw = f2.load(Ordering::Acquire);
-            assert!(pc.push_at(&q2, 3, 1));
-            (saw, pc)
-        });
+        let (q1, q2) = (q.clone(), q.clone());
+        let (t1, t2) = flagged(
+            move || {
+                assert!(pa.push_at(&q1, 1, 1));
+                pa
+            },
+            move || {
+                assert!(pc.push_at(&q2, 3, 1));
+                pc
+            },
+        );
         let mut c = ModelConsumer::new();
-        let mut got = Vec::new();
-        while got.len() < 5 {
-            let found = c.pick_all(&q);
-            if found.is_empty() {
-                thread::yield_now();
-            }
-            got.extend(found);
-        }
+        let got = take_until(5, || c.pick_all(&q));
         let pa = t1.join().unwrap();
         let (saw, pc) = t2.join().unwrap();
         let at = |v| got.iter().position(|&x| x == v).unwrap();
@@ -252,28 +277,20 @@ fn a_bounded_pick_never_takes_an_item_before_one_pushed_before_it() {
         assert!(pa.push_at(&q, 1, 0));
         assert!(pa.push_at(&q, 2, 0));
         assert!(pb.push_at(&q, 10, 5));
-        let flag = Arc::new(AtomicBool::new(false));
-        let (q1, f1) = (q.clone(), flag.clone());
-        let t1 = thread::spawn(move || {
-            let mut pc = q1.join();
-            assert!(pc.push_at(&q1, 20, 1));
-            f1.store(true, Ordering::Release);
-            pc
-        });
-        let (q2, f2) = (q.clone(), flag.clone());
-        let t2 = thread::spawn(move || {
-            let saw = f2.load(Ordering::Acquire);
-            assert!(pa.push_at(&q2, 30, 1));
-            (saw, pa)
-        });
+        let (q1, q2) = (q.clone(), q.clone());
+        let (t1, t2) = flagged(
+            move || {
+                let mut pc = q1.join();
+                assert!(pc.push_at(&q1, 20, 1));
+                pc
+            },
+            move || {
+                assert!(pa.push_at(&q2, 30, 1));
+                pa
+            },
+        );
         let mut c = ModelConsumer::new();
-        let mut got = Vec::new();
-        while got.len() < 5 {
-            match c.pick_one(&q) {
-                Some(v) => got.push(v),
-                None => thread::yield_now(),
-            }
-        }
+        let got = take_until(5, || c.pick_one(&q).into_iter().collect());
         let pc = t1.join().unwrap();
         let (saw, pa) = t2.join().unwrap();
         let at = |v| got.iter().position(|&x| x == v).unwrap();

@@ -419,17 +419,22 @@ mod tests {
         out
     }
 
-    #[test]
-    fn lanes_are_merged_by_when_then_number() {
-        let reg = Registry::<u64>::new();
-        let order = AtomicU64::new(0);
-        let (a, mut wa) = Lane::new();
-        let (b, mut wb) = Lane::new();
+    /// Two new lanes registered on `reg`: their writers.
+    fn two_lanes(reg: &Registry<u64>) -> (Writer<u64>, Writer<u64>) {
+        let (a, wa) = Lane::new();
+        let (b, wb) = Lane::new();
         // SAFETY: new lanes.
         unsafe {
             reg.register(a);
             reg.register(b);
         }
+        (wa, wb)
+    }
+
+    #[test]
+    fn lanes_are_merged_by_when_then_number() {
+        let (reg, order) = (Registry::<u64>::new(), AtomicU64::new(0));
+        let (mut wa, mut wb) = two_lanes(&reg);
         push(&mut wa, &order, 10, 1); // n 0
         push(&mut wb, &order, 20, 0); // n 1
         push(&mut wa, &order, 11, 5); // n 2
@@ -529,15 +534,8 @@ mod tests {
 
     #[test]
     fn the_other_lanes_bound_lets_one_lane_run_on_and_keeps_the_order() {
-        let reg = Registry::<u64>::new();
-        let order = AtomicU64::new(0);
-        let (a, mut wa) = Lane::new();
-        let (b, mut wb) = Lane::new();
-        // SAFETY: new lanes.
-        unsafe {
-            reg.register(a);
-            reg.register(b);
-        }
+        let (reg, order) = (Registry::<u64>::new(), AtomicU64::new(0));
+        let (mut wa, mut wb) = two_lanes(&reg);
         push(&mut wa, &order, 1, 1); // n 0
         push(&mut wa, &order, 2, 1); // n 1
         push(&mut wb, &order, 10, 3); // n 2
