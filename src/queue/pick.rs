@@ -81,9 +81,9 @@
 //! --only B` processes, row B1 unchanged; the short path for one lane
 //! too made B1 slower (`Lanes::take_bounded`'s comment says why).
 //! The loom model `a_bounded_pop_never_takes_an_item_before_one_pushed_before_it`
-//! (`tests/loom_wiring.rs`) and the unit test
+//! (`tests/loom_wiring.rs`) and the test
 //! `a_pick_that_reads_one_lane_on_still_lets_earlier_items_out_first`
-//! (`src/queue/mod.rs`) each fail if either of its two checks (the
+//! (`tests/queue_lanes.rs`) each fail if either of its two checks (the
 //! registry's head, `top`) is removed.
 //!
 //! (`docs/lanes.md` first skipped step 2 by a low watermark of consumed
