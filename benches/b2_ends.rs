@@ -5,7 +5,8 @@
 //! the consumer if it ends well after the producers, both if together.
 //!
 //! ```sh
-//! cargo bench --bench b2_ends
+//! cargo bench --bench b2_ends          # two producers: row B2
+//! cargo bench --bench b2_ends -- 1     # one producer: row B1's shape
 //! ```
 
 use std::sync::{Arc, Barrier};
@@ -27,11 +28,11 @@ fn pin_to(cpu: usize) {
 }
 
 /// One run: (producers' end, consumer's end), ns per item.
-fn run() -> (f64, f64) {
+fn run(n: usize) -> (f64, f64) {
     pin_to(0);
     let mut q = DeliQueue::with_lanes();
-    let barrier = Arc::new(Barrier::new(3));
-    let producers: Vec<_> = (0..2)
+    let barrier = Arc::new(Barrier::new(n + 1));
+    let producers: Vec<_> = (0..n)
         .map(|_| {
             let p = q.producer();
             let b = barrier.clone();
@@ -47,7 +48,7 @@ fn run() -> (f64, f64) {
         .collect();
     barrier.wait();
     let start = Instant::now();
-    let total = 2 * PER_PRODUCER as usize;
+    let total = n * PER_PRODUCER as usize;
     let mut got = 0;
     while got < total {
         q.maintain();
@@ -61,13 +62,18 @@ fn run() -> (f64, f64) {
         .into_iter()
         .map(|h| h.join().expect("producer"))
         .max()
-        .expect("two producers");
+        .expect("a producer");
     let per = |d: std::time::Duration| d.as_nanos() as f64 / total as f64;
     (per(pushed - start), per(consumer))
 }
 
 fn main() {
-    let mut ends: Vec<(f64, f64)> = (0..RUNS).map(|_| run()).collect();
+    let n = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(2)
+        .max(1);
+    let mut ends: Vec<(f64, f64)> = (0..RUNS).map(|_| run(n)).collect();
     for (p, c) in &ends {
         println!("producers {p:.1} ns/item, consumer {c:.1}");
     }
