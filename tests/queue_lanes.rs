@@ -247,33 +247,42 @@ mod lanes_and_barriers {
         // This thread's lane and another's, both with a head: a pick notes
         // the other lane's head as its bound, and the next ones read this
         // lane alone while its head is below it (`pick.rs`, "The other
-        // lanes' bound", and its short path in `pop_with_lanes`). An item
-        // pushed before that head with a smaller key still comes out
-        // first: on the stack, or on a lane registered since.
-        let mut q = DeliQueue::with_lanes();
-        let p = q.producer();
-        let on_a_thread = |v: u64, when: u64| {
-            let p = p.clone();
-            std::thread::spawn(move || {
-                let _ = p.push_with(v, Push::due_now(when)).unwrap();
-            })
-            .join()
-            .unwrap();
-        };
-        let _ = p.push_with(1, Push::due_now(1)).unwrap();
-        on_a_thread(50, 5);
-        q.maintain();
-        let mut pop = || q.pop_swept(10).map(|p| p.item);
-        assert_eq!(pop(), Some(1));
-        // Not due now, nor at this lane's last `when`: on the stack.
-        let _ = p.push(2, 2).unwrap();
-        let _ = p.push_with(3, Push::due_now(3)).unwrap();
-        assert_eq!(pop(), Some(2), "the stack's item, pushed before");
-        assert_eq!(pop(), Some(3));
-        on_a_thread(4, 4);
-        let _ = p.push_with(5, Push::due_now(4)).unwrap();
-        assert_eq!(pop(), Some(4), "the new lane's item, pushed before");
-        assert_eq!((pop(), pop(), pop()), (Some(5), Some(50), None));
+        // lanes' bound", and its short path in `pop_with_lanes`). Or this
+        // thread's lane alone, which the short path takes from with no
+        // bound. An item pushed before that head with a smaller key still
+        // comes out first: on the stack, or on a lane registered since.
+        for other_lane in [false, true] {
+            let mut q = DeliQueue::with_lanes();
+            let p = q.producer();
+            let on_a_thread = |v: u64, when: u64| {
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    let _ = p.push_with(v, Push::due_now(when)).unwrap();
+                })
+                .join()
+                .unwrap();
+            };
+            let _ = p.push_with(1, Push::due_now(1)).unwrap();
+            if other_lane {
+                on_a_thread(50, 5);
+            }
+            q.maintain();
+            let mut pop = || q.pop_swept(10).map(|p| p.item);
+            assert_eq!(pop(), Some(1));
+            // Not due now, nor at this lane's last `when`: on the stack.
+            let _ = p.push(2, 2).unwrap();
+            let _ = p.push_with(3, Push::due_now(3)).unwrap();
+            assert_eq!(pop(), Some(2), "the stack's item, pushed before");
+            assert_eq!(pop(), Some(3));
+            on_a_thread(4, 4);
+            let _ = p.push_with(5, Push::due_now(4)).unwrap();
+            assert_eq!(pop(), Some(4), "the new lane's item, pushed before");
+            assert_eq!(pop(), Some(5));
+            if other_lane {
+                assert_eq!(pop(), Some(50));
+            }
+            assert_eq!(pop(), None);
+        }
     }
 
     /// A removed barrier's release shows in the deadline, even when the

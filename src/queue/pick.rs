@@ -69,22 +69,24 @@
 //!
 //! The queue takes such a head by a short path before it picks
 //! ([`Lanes::take_bounded`], from `DeliQueue::pop_with_lanes` when a
-//! bound is noted, the heaps are empty and the lanes are marked busy): the
-//! same reads in the same order (the head's state, then the registry's
-//! head, then the stack's `top`, which must not have moved since the
-//! sweep), and the claim, without the pick's frame. Any other case (a
-//! dead or EMPTY head, the block's end, a retired lane, a head not due or
-//! not below the bound, a lane registered since, a push on the stack
-//! since, a claim lost to a remover) goes the long way, which reads them
-//! again. Row B2 went from 34.1-40.3 (median
-//! 36.0) to 31.4-38.6 (median 33.5) ns per item in alternating `compare
-//! --only B` processes, row B1 unchanged; the short path for one lane
-//! too made B1 slower (`Lanes::take_bounded`'s comment says why).
-//! The loom model `a_bounded_pop_never_takes_an_item_before_one_pushed_before_it`
+//! bound is noted or there is one lane, the heaps are empty and the lanes
+//! are marked busy): the same reads in the same order (the head's state,
+//! then the registry's head, then the stack's `top`, which must not have
+//! moved since the sweep), and the claim, without the pick's frame. One
+//! lane needs no bound: the pick's one-lane case reads that lane's head
+//! and the registry's head, no more. Any other case (a dead or EMPTY
+//! head, the block's end, a retired lane, a head not due or not below the
+//! bound, a lane registered since, a push on the stack since, a claim lost
+//! to a remover) goes the long way, which reads them again. Row B2 went
+//! from 34.1-40.3 (median 36.0) to 31.4-38.6 (median 33.5) ns per item in
+//! alternating `compare --only B` processes on the Intel host; the one-lane
+//! case took row B1 from a median of 23.8 to 19.2 on the EPYC host, but
+//! made it slower on the Intel one (`Lanes::take_bounded`'s comment). The
+//! loom model `a_bounded_pop_never_takes_an_item_before_one_pushed_before_it`
 //! (`tests/loom_wiring.rs`) and the test
 //! `a_pick_that_reads_one_lane_on_still_lets_earlier_items_out_first`
-//! (`tests/queue_lanes.rs`) each fail if either of its two checks (the
-//! registry's head, `top`) is removed.
+//! (`tests/queue_lanes.rs`), each with two lanes and with one, fail if
+//! either of its two checks (the registry's head, `top`) is removed.
 //!
 //! (`docs/lanes.md` first skipped step 2 by a low watermark of consumed
 //! numbers instead. Measured, the watermark cost more than the re-reads it

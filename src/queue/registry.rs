@@ -280,14 +280,15 @@ impl<T> Lanes<T> {
         self.bound.map(|b| (self.last, b))
     }
 
-    /// The short path of a pick with the other lanes' bound (`pick.rs`):
-    /// the position and head of the last pick's lane, claimed, if it is
-    /// queued in its reader's block, due by `now` and below the bound, no
-    /// lane was registered since, and `unchanged` holds (nothing new on the
-    /// stack: a load the closure makes when called). Both are read after
-    /// the head's state was acquired. `None` changes
-    /// nothing but a lost claim (a remover took the head; the long pick
-    /// steps over it): the caller picks the long way.
+    /// The short path of a pick with the other lanes' bound, or with one
+    /// lane (`pick.rs`): the position and head of the last pick's lane
+    /// (the only lane's), claimed, if it is queued in its reader's block,
+    /// due by `now` and below the bound, no lane was registered since, and
+    /// `unchanged` holds (nothing new on the stack: a load the closure
+    /// makes when called). Both are read after the head's state was
+    /// acquired. `None` changes nothing but a lost claim (a remover took
+    /// the head; the long pick steps over it): the caller picks the long
+    /// way.
     #[inline(always)]
     pub(crate) fn take_bounded(
         &mut self,
@@ -295,18 +296,23 @@ impl<T> Lanes<T> {
         now: u64,
         unchanged: impl FnOnce() -> bool,
     ) -> Option<(usize, T, Meta)> {
-        // Never for one lane: a bound is noted only by a pick that read a
-        // head on two lanes or more. (A short path for one lane, with no
-        // bound, made a consumer that keeps pace with its producer come
-        // back sooner to the slot the producer writes: row B1 went from
-        // 25-28 to 33-42 ns per item, four alternating pairs.)
-        let (at, bound) = (self.last, self.bound?);
-        debug_assert!(self.list.len() >= 2, "a bound with one lane");
+        // One lane needs no bound: no other lane can hold a smaller key
+        // (the pick's one-lane case reads the registry's head alone).
+        // Measured both ways (BENCHMARKS.md, "The short path for one
+        // lane"): on the Intel host a consumer that keeps pace with its one
+        // producer came back sooner to the slot being written and row B1
+        // went from 25-28 to 33-42 ns per item; on the EPYC host it went
+        // from a median of 23.8 to 19.2.
+        let (at, bound) = match self.bound {
+            Some(b) => (self.last, Some(b)),
+            None if self.list.len() == 1 => (0, None),
+            None => return None,
+        };
         let seen = self.seen;
         let reader = self.list.get_mut(at)?.reader.as_mut()?;
         let (word, meta) = reader.queued_head()?;
         if meta.when > now
-            || (meta.when, lane::number(word)) >= bound
+            || bound.is_some_and(|b| (meta.when, lane::number(word)) >= b)
             || reg.head(false) != seen
             || !unchanged()
         {
