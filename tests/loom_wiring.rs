@@ -197,6 +197,62 @@ fn a_bounded_pop_never_takes_an_item_before_one_pushed_before_it() {
     }
 }
 
+/// The short path past a lane the last pick read EMPTY after its head
+/// (`Lanes::take_bounded`): the consumer takes its own lane's 1 and a
+/// thread's 50, then pushes 2 and takes it, then 4, by a pick that starts
+/// at its own lane (2's) and may read the thread's EMPTY after 4. The thread pushes 5 (due at 2) after 50 and
+/// sets a flag; the consumer, if it saw the flag, pushes 6 (due at 3) on
+/// its own lane, in 4's block: 5 comes out first (checked: without the
+/// short path's second look at the lane read EMPTY, this fails).
+#[test]
+fn a_pop_past_a_lane_read_empty_never_takes_an_item_before_one_pushed_there_before_it() {
+    loom::model(|| {
+        let mut q = DeliQueue::with_lanes();
+        let (own, b) = (q.producer(), q.producer());
+        let _ = own.push_with(1u32, Push::due_now(1)).unwrap();
+        let flag = Arc::new(AtomicBool::new(false));
+        let set = flag.clone();
+        let tb = thread::spawn(move || {
+            let _ = b.push_with(50u32, Push::due_now(1)).unwrap();
+            let _ = b.push_with(5u32, Push::due_now(2)).unwrap();
+            set.store(true, loom::sync::atomic::Ordering::Release);
+        });
+        let mut got = Vec::new();
+        while !got.contains(&50) {
+            q.maintain();
+            match q.pop_swept(10) {
+                Some(e) => got.push(e.item),
+                None => thread::yield_now(),
+            }
+        }
+        // 2 after 50, so the pick of 4 starts at this thread's lane.
+        for v in [2u32, 4] {
+            let _ = own.push_with(v, Push::due_now(1)).unwrap();
+            got.extend(q.pop_swept(10).map(|e| e.item));
+        }
+        let saw = flag.load(loom::sync::atomic::Ordering::Acquire);
+        if saw {
+            let _ = own.push_with(6u32, Push::due_now(3)).unwrap();
+            got.extend(q.pop_swept(10).map(|e| e.item));
+        }
+        tb.join().unwrap();
+        got.extend(pop_all(&mut q, 10));
+        let at = |v| got.iter().position(|&x| x == v).unwrap();
+        assert!(at(1) < at(2) && at(2) < at(4) && at(50) < at(5), "{got:?}");
+        if saw {
+            assert!(at(5) < at(6), "6 taken before 5, pushed before it: {got:?}");
+        }
+        let mut all = got.clone();
+        all.sort();
+        let want: &[u32] = if saw {
+            &[1, 2, 4, 5, 6, 50]
+        } else {
+            &[1, 2, 4, 5, 50]
+        };
+        assert_eq!(all, want, "each once");
+    });
+}
+
 /// A close races a thread pushing three items on its lane (across a
 /// block's end: two slots per block under loom): each item is accepted and
 /// then drained (or popped) once, or handed back to its pusher; acceptance

@@ -285,6 +285,46 @@ mod lanes_and_barriers {
         }
     }
 
+    /// A pick that found its head on one lane and read another EMPTY after
+    /// it lets the next pops take from the first lane alone while a second
+    /// look at the other still finds it EMPTY (`pick.rs`, "The other
+    /// lanes' bound", and `Lanes::take_bounded`). An item pushed on that
+    /// other lane before the first lane's next head, with a smaller key,
+    /// still comes out first.
+    #[test]
+    fn a_pop_past_a_lane_read_empty_still_lets_an_item_pushed_there_before_out_first() {
+        let mut q = DeliQueue::with_lanes();
+        let own = q.producer();
+        // A thread that keeps its lane and pushes when asked.
+        let (ask, asked) = std::sync::mpsc::channel::<(u64, u64)>();
+        let (done, pushed) = std::sync::mpsc::channel::<()>();
+        let p = q.producer();
+        let helper = std::thread::spawn(move || {
+            for (v, when) in asked {
+                let _ = p.push_with(v, Push::due_now(when)).unwrap();
+                done.send(()).unwrap();
+            }
+        });
+        let on_its_lane = |v: u64, when: u64| {
+            ask.send((v, when)).unwrap();
+            pushed.recv().unwrap();
+        };
+        let _ = own.push_with(1, Push::due_now(1)).unwrap();
+        on_its_lane(50, 1);
+        on_its_lane(51, 1);
+        q.maintain();
+        let mut pop = || q.pop_swept(10).map(|p| p.item);
+        // The last of these picks starts at the helper's lane, finds 51
+        // there and reads this thread's lane EMPTY after it.
+        assert_eq!((pop(), pop(), pop()), (Some(1), Some(50), Some(51)));
+        let _ = own.push_with(2, Push::due_now(2)).unwrap();
+        on_its_lane(3, 3);
+        assert_eq!(pop(), Some(2), "this lane's item, pushed before");
+        assert_eq!((pop(), pop()), (Some(3), None));
+        drop(ask);
+        helper.join().unwrap();
+    }
+
     /// A removed barrier's release shows in the deadline, even when the
     /// last pop found the lanes held and no maintain ran since.
     #[test]

@@ -1038,6 +1038,26 @@ impl<T> Reader<T> {
         Some((w, unsafe { Block::read_meta(self.block, self.idx, w) }))
     }
 
+    /// Whether nothing is published at the head: its slot is EMPTY, or
+    /// the reader's block is passed and no next one is linked. One load
+    /// (Acquire), no step: for the short path's second look at a lane the
+    /// last pick read EMPTY (`Lanes::take_bounded`).
+    #[inline(always)]
+    pub(crate) fn looks_empty(&self) -> bool {
+        if self.idx < SLOTS {
+            // SAFETY: the reader's block is live.
+            let w = unsafe { Block::slot(self.block, self.idx) }
+                .state
+                .load(Ordering::Acquire);
+            life(w) == EMPTY
+        } else {
+            // SAFETY: as above.
+            unsafe { &(*self.block).next }
+                .load(Ordering::Acquire)
+                .is_null()
+        }
+    }
+
     /// As [`head`](Self::head), reading with RMWs (for the check before
     /// the consumer sleeps, and for a close's drain): either this sees a
     /// publish, or the publishing RMW reads from this one (a busy push's

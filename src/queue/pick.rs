@@ -67,26 +67,45 @@
 //! (`tests/loom_registry.rs`); the unit test below also checks the bound's
 //! comparison and a walker removing a bounding head.
 //!
+//! **Past lanes read EMPTY.** A pick that read some lanes EMPTY, all after
+//! it acquired `c`'s state, and every other lane with a head (none held
+//! back) notes those lanes too ([`Lanes::set_last_pick_with_empties`]),
+//! with the least of the other heads' keys if there were any. The next
+//! pick may read `c`'s lane and take its head `h` if it is below that key
+//! and, read again after `h`'s state was acquired, each of those lanes is
+//! still EMPTY: an item pushed before `h` would show there, the lanes with
+//! a head hold nothing below it, and a lane registered since is caught by
+//! the registry's head, as above. That is row B2's steady state: one
+//! producer fills its lane while the other, not running, has an EMPTY one.
+//!
 //! The queue takes such a head by a short path before it picks
 //! ([`Lanes::take_bounded`], from `DeliQueue::pop_with_lanes` when a
-//! bound is noted or there is one lane, the heaps are empty and the lanes
-//! are marked busy): the same reads in the same order (the head's state,
-//! then the registry's head, then the stack's `top`, which must not have
-//! moved since the sweep), and the claim, without the pick's frame. One
-//! lane needs no bound: the pick's one-lane case reads that lane's head
-//! and the registry's head, no more. Any other case (a dead or EMPTY
-//! head, the block's end, a retired lane, a head not due or not below the
-//! bound, a lane registered since, a push on the stack since, a claim lost
-//! to a remover) goes the long way, which reads them again. Row B2 went
-//! from 34.1-40.3 (median 36.0) to 31.4-38.6 (median 33.5) ns per item in
-//! alternating `compare --only B` processes on the Intel host; the one-lane
-//! case took row B1 from a median of 23.8 to 19.2 on the EPYC host, but
-//! made it slower on the Intel one (`Lanes::take_bounded`'s comment). The
-//! loom model `a_bounded_pop_never_takes_an_item_before_one_pushed_before_it`
+//! bound or EMPTY lanes are noted or there is one lane, the heaps are
+//! empty and the lanes are marked busy): the same reads in the same order
+//! (the head's state, then the EMPTY lanes, the registry's head and the
+//! stack's `top`, which must not have moved since the sweep), and the
+//! claim, without the pick's frame. One lane needs no bound: the pick's
+//! one-lane case reads that lane's head and the registry's head, no more.
+//! Any other case (a dead or EMPTY head, the block's end, a retired lane,
+//! a head not due or not below the bound, a noted lane no longer EMPTY, a
+//! lane registered since, a push on the stack since, a claim lost to a
+//! remover) goes the long way, which reads them again. Measured
+//! (BENCHMARKS.md, "The short path for one lane, and past EMPTY lanes"):
+//! under the bound, row B2 went from a median of 36.0 to 33.5 ns per item
+//! on the Intel host; past EMPTY lanes, from 22.95 to 15.3 on the EPYC
+//! host; the one-lane case took row B1 from a median of 23.8 to 19.25 on
+//! the EPYC host but made it slower on the Intel one
+//! (`Lanes::take_bounded`'s comment). The loom model
+//! `a_bounded_pop_never_takes_an_item_before_one_pushed_before_it`
 //! (`tests/loom_wiring.rs`) and the test
 //! `a_pick_that_reads_one_lane_on_still_lets_earlier_items_out_first`
 //! (`tests/queue_lanes.rs`), each with two lanes and with one, fail if
-//! either of its two checks (the registry's head, `top`) is removed.
+//! either of the short path's checks of the registry's head and `top` is
+//! removed; the model
+//! `a_pop_past_a_lane_read_empty_never_takes_an_item_before_one_pushed_there_before_it`
+//! and the test
+//! `a_pop_past_a_lane_read_empty_still_lets_an_item_pushed_there_before_out_first`
+//! fail if the second look at the EMPTY lanes is.
 //!
 //! (`docs/lanes.md` first skipped step 2 by a low watermark of consumed
 //! numbers instead. Measured, the watermark cost more than the re-reads it
@@ -291,6 +310,7 @@ pub(crate) fn pick_within<T>(
     // read has one (the other lanes' bound, for the next pick).
     let mut others: Option<(u64, u64)> = None;
     let mut bounded = n >= 2;
+    let mut held = false;
     let mut note = |key: (u64, u64)| {
         others = Some(others.map_or(key, |o| o.min(key)));
     };
@@ -319,7 +339,10 @@ pub(crate) fn pick_within<T>(
                 since.mark(i);
                 bounded = false;
             }
-            Read::Held => bounded = false,
+            Read::Held => {
+                bounded = false;
+                held = true;
+            }
         }
     }
     let mut c = c?;
@@ -335,6 +358,11 @@ pub(crate) fn pick_within<T>(
         if again.is_empty() {
             match others.filter(|_| bounded) {
                 Some(bound) => lanes.set_last_pick_bounded(c.lane, bound),
+                // Lanes read EMPTY, all after `c`'s state was acquired:
+                // the short path reads them again (`Lanes::take_bounded`).
+                None if n >= 2 && !held && !since.from_64 && since.bits != 0 => {
+                    lanes.set_last_pick_with_empties(c.lane, others, since.bits)
+                }
                 None => lanes.set_last_pick(c.lane),
             }
             return Some(c);

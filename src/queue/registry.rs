@@ -236,6 +236,12 @@ pub(crate) struct Lanes<T> {
     /// that did not read a head on every lane, after a bounded pick that
     /// could not use it, and after any change of positions.
     bound: Option<(u64, u64)>,
+    /// When the last pick read some lanes EMPTY after it acquired its
+    /// head's state and every other lane with a head (none held): the
+    /// least key of those heads, if any, and the EMPTY lanes' positions
+    /// (all below 64), for the short path ([`take_bounded`](Self::take_bounded),
+    /// which reads them again). Cleared with `bound`.
+    empties: Option<(Option<(u64, u64)>, u64)>,
 }
 
 // SAFETY: the consumer may move to another thread with its lanes.
@@ -250,6 +256,7 @@ impl<T> Lanes<T> {
             counted_unlinked: 0,
             last: 0,
             bound: None,
+            empties: None,
         }
     }
 
@@ -264,6 +271,23 @@ impl<T> Lanes<T> {
     pub(crate) fn set_last_pick(&mut self, i: usize) {
         self.last = i;
         self.bound = None;
+        self.empties = None;
+    }
+
+    /// Notes the position a pick came from, the least key of the other
+    /// lanes' heads (`None`: no other lane had one) and the positions of
+    /// the lanes it read EMPTY after it acquired its head's state (`bits`:
+    /// a bit per position, all below 64; none held back).
+    #[inline]
+    pub(crate) fn set_last_pick_with_empties(
+        &mut self,
+        i: usize,
+        bound: Option<(u64, u64)>,
+        bits: u64,
+    ) {
+        self.last = i;
+        self.bound = None;
+        self.empties = Some((bound, bits));
     }
 
     /// Notes the position a pick came from and `bound`, the least key of
@@ -272,6 +296,7 @@ impl<T> Lanes<T> {
     pub(crate) fn set_last_pick_bounded(&mut self, i: usize, bound: (u64, u64)) {
         self.last = i;
         self.bound = Some(bound);
+        self.empties = None;
     }
 
     /// The last pick's position and the other lanes' bound, if it holds.
@@ -281,14 +306,15 @@ impl<T> Lanes<T> {
     }
 
     /// The short path of a pick with the other lanes' bound, or with one
-    /// lane (`pick.rs`): the position and head of the last pick's lane
-    /// (the only lane's), claimed, if it is queued in its reader's block,
-    /// due by `now` and below the bound, no lane was registered since, and
-    /// `unchanged` holds (nothing new on the stack: a load the closure
-    /// makes when called). Both are read after the head's state was
-    /// acquired. `None` changes nothing but a lost claim (a remover took
-    /// the head; the long pick steps over it): the caller picks the long
-    /// way.
+    /// lane, or with the last pick's EMPTY lanes (`pick.rs`): the position
+    /// and head of the last pick's lane (the only lane's), claimed, if it
+    /// is queued in its reader's block, due by `now` and below the bound,
+    /// the lanes the last pick read EMPTY after its head still read EMPTY,
+    /// no lane was registered since, and `unchanged` holds (nothing new on
+    /// the stack: a load the closure makes when called). All are read
+    /// after the head's state was acquired. `None` changes nothing but a
+    /// lost claim (a remover took the head; the long pick steps over it):
+    /// the caller picks the long way.
     #[inline(always)]
     pub(crate) fn take_bounded(
         &mut self,
@@ -298,26 +324,38 @@ impl<T> Lanes<T> {
     ) -> Option<(usize, T, Meta)> {
         // One lane needs no bound: no other lane can hold a smaller key
         // (the pick's one-lane case reads the registry's head alone).
-        // Measured both ways (BENCHMARKS.md, "The short path for one
-        // lane"): on the Intel host a consumer that keeps pace with its one
-        // producer came back sooner to the slot being written and row B1
-        // went from 25-28 to 33-42 ns per item; on the EPYC host it went
-        // from a median of 23.8 to 19.2.
-        let (at, bound) = match self.bound {
-            Some(b) => (self.last, Some(b)),
-            None if self.list.len() == 1 => (0, None),
-            None => return None,
+        // Measured both ways (BENCHMARKS.md, "The short path for one lane,
+        // and past EMPTY lanes"): on the Intel host a consumer that keeps
+        // pace with its one producer came back sooner to the slot being
+        // written and row B1 went from 25-28 to 33-42 ns per item; on the
+        // EPYC host it went from a median of 23.8 to 19.25.
+        let (at, bound, empties) = match (self.bound, self.empties) {
+            (Some(b), _) => (self.last, Some(b), 0),
+            (None, Some((b, bits))) => (self.last, b, bits),
+            (None, None) if self.list.len() == 1 => (0, None, 0),
+            (None, None) => return None,
         };
         let seen = self.seen;
-        let reader = self.list.get_mut(at)?.reader.as_mut()?;
-        let (word, meta) = reader.queued_head()?;
-        if meta.when > now
-            || bound.is_some_and(|b| (meta.when, lane::number(word)) >= b)
-            || reg.head(false) != seen
-            || !unchanged()
-        {
+        let (word, meta) = self.list.get(at)?.reader.as_ref()?.queued_head()?;
+        if meta.when > now || bound.is_some_and(|b| (meta.when, lane::number(word)) >= b) {
             return None;
         }
+        // The lanes read EMPTY after the last pick's head, read again after
+        // this head's acquire: an item pushed before it would show (a
+        // retired lane, with no reader, holds nothing and gets nothing).
+        let mut bits = empties;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let a = self.list.get(i)?;
+            if a.reader.as_ref().is_some_and(|r| !r.looks_empty()) {
+                return None;
+            }
+        }
+        if reg.head(false) != seen || !unchanged() {
+            return None;
+        }
+        let reader = self.list.get_mut(at)?.reader.as_mut()?;
         reader.take(word).ok().map(|item| (at, item, meta))
     }
 
@@ -325,6 +363,7 @@ impl<T> Lanes<T> {
     #[inline]
     pub(crate) fn clear_bound(&mut self) {
         self.bound = None;
+        self.empties = None;
     }
 
     /// Pushes with the counted flags on every lane of the registry
@@ -381,7 +420,7 @@ impl<T> Lanes<T> {
 
     #[cold]
     fn adopt_from(&mut self, head: *mut Lane<T>) -> bool {
-        self.bound = None;
+        self.clear_bound();
         let start = self.list.len();
         let mut l = head;
         while l != self.seen {
@@ -610,7 +649,7 @@ impl<T> Lanes<T> {
                     (*self.list[i + 1].lane).link.store(next, Ordering::Release);
                 }
                 let a = self.list.remove(i);
-                self.bound = None;
+                self.clear_bound();
                 // SAFETY: unlinked, not yet freed (limbo frees it later);
                 // its writer is gone, so the count is final.
                 self.counted_unlinked += unsafe { &*a.lane }.counted();
