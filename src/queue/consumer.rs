@@ -307,14 +307,15 @@ impl<T> DeliQueue<T> {
     /// keeps up with its producer came back to the slot the producer was
     /// writing sooner and took its line from it at every item (row B1's
     /// shape: 82-88 against 22-23 ns per item, BENCHMARKS.md, "Lanes wired
-    /// in"). The short path of a pick under the other lanes' bound, or
-    /// from the only lane, comes first (`pick.rs`): a frame of its own,
-    /// small, so a take by it does not pay for the long path's registers.
+    /// in"). The short path of a pick under the other lanes' bound, past
+    /// the lanes the last pick read EMPTY, or from the only lane, comes
+    /// first (`pick.rs`): a frame of its own, small, so a take by it does
+    /// not pay for the long path's registers.
     #[inline(never)]
     fn pop_with_lanes(&mut self, now: u64) -> Option<Popped<T>> {
         if self.sync.is_empty() && self.asyn.is_empty() && self.lanes_busy {
-            // The short path under the other lanes' bound, or with one
-            // lane (`pick.rs`). With no heap entry, it asks more than the
+            // The short path under the other lanes' bound, past the lanes
+            // the last pick read EMPTY, or with one lane (`pick.rs`). With no heap entry, it asks more than the
             // stack's part of step 2:
             // that `top` has not moved since the sweep (if it has, the
             // long path sweeps and weighs what came in).

@@ -69,7 +69,8 @@
 //!
 //! **Past lanes read EMPTY.** A pick that read some lanes EMPTY, all after
 //! it acquired `c`'s state, and every other lane with a head (none held
-//! back) notes those lanes too ([`Lanes::set_last_pick_with_empties`]),
+//! back; step 2 had nothing to read again, so `c` is step 1's and every
+//! other head read was weighed against it) notes those lanes too ([`Lanes::set_last_pick_with_empties`]),
 //! with the least of the other heads' keys if there were any. The next
 //! pick may read `c`'s lane and take its head `h` if it is below that key
 //! and, read again after `h`'s state was acquired, each of those lanes is
@@ -310,7 +311,9 @@ pub(crate) fn pick_within<T>(
     // read has one (the other lanes' bound, for the next pick).
     let mut others: Option<(u64, u64)> = None;
     let mut bounded = n >= 2;
-    let mut held = false;
+    // Whether the EMPTY lanes may be noted instead: nothing held back, and
+    // (below) step 2 never ran, so `others` holds every other head read.
+    let mut quiet = n >= 2;
     let mut note = |key: (u64, u64)| {
         others = Some(others.map_or(key, |o| o.min(key)));
     };
@@ -341,7 +344,7 @@ pub(crate) fn pick_within<T>(
             }
             Read::Held => {
                 bounded = false;
-                held = true;
+                quiet = false;
             }
         }
     }
@@ -360,7 +363,7 @@ pub(crate) fn pick_within<T>(
                 Some(bound) => lanes.set_last_pick_bounded(c.lane, bound),
                 // Lanes read EMPTY, all after `c`'s state was acquired:
                 // the short path reads them again (`Lanes::take_bounded`).
-                None if n >= 2 && !held && !since.from_64 && since.bits != 0 => {
+                None if quiet && !since.from_64 && since.bits != 0 => {
                     lanes.set_last_pick_with_empties(c.lane, others, since.bits)
                 }
                 None => lanes.set_last_pick(c.lane),
@@ -368,6 +371,7 @@ pub(crate) fn pick_within<T>(
             return Some(c);
         }
         bounded = false;
+        quiet = false;
         let now = again;
         again = Again::NONE;
         let mut lower: Option<Pick> = None;
@@ -558,6 +562,35 @@ mod tests {
         assert_eq!(take(&mut lanes, p), Some(3));
         assert_eq!(drain(&mut lanes, &reg), [2]);
         drop((wa, wb));
+        // SAFETY: the consumer's only hand-over.
+        unsafe { lanes.hand_over(&reg) };
+    }
+
+    /// A pick whose step 2 lowered its candidate notes no EMPTY lanes:
+    /// the step-1 candidate's lane would be left out of the short path.
+    #[test]
+    fn a_pick_lowered_in_step_2_notes_no_empty_lanes() {
+        let (reg, order) = (Registry::<u64>::new(), AtomicU64::new(0));
+        let (mut wa, wc) = two_lanes(&reg);
+        let mut lanes = Lanes::new();
+        lanes.adopt(&reg, false);
+        // A lane registered after the adoption, with an item numbered
+        // before the one on `a`: step 1 reads `a` (a head) and `c`
+        // (EMPTY), step 2 adopts `b` and lowers the candidate to its item.
+        let (b, mut wb) = Lane::new();
+        // SAFETY: a new lane.
+        unsafe { reg.register(b) };
+        push(&mut wb, &order, 1, 0); // n 0
+        push(&mut wa, &order, 2, 0); // n 1
+        let p = pick(&mut lanes, &reg, drop).unwrap();
+        assert_eq!(take(&mut lanes, p), Some(1));
+        push(&mut wb, &order, 3, 0); // n 2
+        assert!(
+            lanes.take_bounded(&reg, 10, || true).is_none(),
+            "3 taken by the short path before 2"
+        );
+        assert_eq!(drain(&mut lanes, &reg), [2, 3]);
+        drop((wa, wb, wc));
         // SAFETY: the consumer's only hand-over.
         unsafe { lanes.hand_over(&reg) };
     }
