@@ -315,10 +315,10 @@ impl<T> DeliQueue<T> {
     fn pop_with_lanes(&mut self, now: u64) -> Option<Popped<T>> {
         if self.sync.is_empty() && self.asyn.is_empty() && self.lanes_busy {
             // The short path under the other lanes' bound, past the lanes
-            // the last pick read EMPTY, or with one lane (`pick.rs`). With no heap entry, it asks more than the
-            // stack's part of step 2:
-            // that `top` has not moved since the sweep (if it has, the
-            // long path sweeps and weighs what came in).
+            // the last pick read EMPTY, or with one lane (`pick.rs`). With
+            // no heap entry, it asks more than the stack's part of step 2:
+            // that `top` has not moved since the sweep (if it has, the long
+            // path sweeps and weighs what came in).
             let (shared, marker) = (&self.shared, self.marker);
             let bounded = self
                 .lanes

@@ -54,7 +54,9 @@
 //! producer is gone and its head is EMPTY). A retired lane not yet
 //! unlinked (the newest one stays until a newer lane registers) reads
 //! EMPTY, so no pick notes a bound while it is there (one noted before it
-//! retired stays sound: the lane held nothing). With two lanes whose
+//! retired stays sound: the lane held nothing); the note of lanes read
+//! EMPTY below covers that case when the lane is read after `c`, below
+//! position 64. With two lanes whose
 //! producers share a CPU (row B2: one lane fills while the other waits
 //! with a head), a drain of 500,000 items pushed that way went from
 //! 31.6-32.0 to 28.0-28.5 ns per item, as fast as one lane alone
@@ -68,13 +70,15 @@
 //! comparison and a walker removing a bounding head.
 //!
 //! **Past lanes read EMPTY.** A pick that read some lanes EMPTY, all after
-//! it acquired `c`'s state, and every other lane with a head (none held
-//! back; step 2 had nothing to read again, so `c` is step 1's and every
-//! other head read was weighed against it) notes those lanes too ([`Lanes::set_last_pick_with_empties`]),
-//! with the least of the other heads' keys if there were any. The next
-//! pick may read `c`'s lane and take its head `h` if it is below that key
-//! and, read again after `h`'s state was acquired, each of those lanes is
-//! still EMPTY: an item pushed before `h` would show there, the lanes with
+//! it acquired `c`'s state and all at positions below 64, and every other
+//! lane with a head (none held back; step 2 had nothing to read again, so
+//! `c` is step 1's and every other head read was weighed against it)
+//! notes those lanes too ([`Lanes::set_last_pick_with_empties`]), with the
+//! least of the other heads' keys if there were any. The pick itself
+//! makes no use of that note; the short path below does, for as long as
+//! it lasts: it reads `c`'s lane and takes its head `h` if it is below
+//! that key and, read again after `h`'s state was acquired, each of those
+//! lanes is still EMPTY: an item pushed before `h` would show there, the lanes with
 //! a head hold nothing below it, and a lane registered since is caught by
 //! the registry's head, as above. That is row B2's steady state: one
 //! producer fills its lane while the other, not running, has an EMPTY one.
@@ -307,8 +311,9 @@ pub(crate) fn pick_within<T>(
         _ => 0,
     };
     let mut since = Again::NONE;
-    // The least key of the heads read besides `c`'s, while every lane
-    // read has one (the other lanes' bound, for the next pick).
+    // The least key of the heads read besides `c`'s (the other lanes'
+    // bound if every lane read has one; else the key noted with the EMPTY
+    // lanes).
     let mut others: Option<(u64, u64)> = None;
     let mut bounded = n >= 2;
     // Whether the EMPTY lanes may be noted instead: nothing held back, and

@@ -230,18 +230,19 @@ pub(crate) struct Lanes<T> {
     /// The position the last pick came from, where the next one starts
     /// reading (`pick.rs`); a hint, read as 0 if past the last lane.
     last: usize,
-    /// The least key (`(when, number)`) of the other lanes' heads when the
-    /// last pick read them all, if each had one and the pick came from
-    /// `last` (`pick.rs`, "The other lanes' bound"); `None` after a pick
-    /// that did not read a head on every lane, after a bounded pick that
-    /// could not use it, and after any change of positions.
-    bound: Option<(u64, u64)>,
-    /// When the last pick read some lanes EMPTY after it acquired its
-    /// head's state and every other lane with a head (none held): the
-    /// least key of those heads, if any, and the EMPTY lanes' positions
-    /// (all below 64), for the short path ([`take_bounded`](Self::take_bounded),
-    /// which reads them again). Cleared with `bound`.
-    empties: Option<(Option<(u64, u64)>, u64)>,
+    /// What the last pick, which came from `last`, read on the other
+    /// lanes, when it read each one with a head or EMPTY after it acquired
+    /// its own head's state (none held back, step 2 never run): the least
+    /// key (`(when, number)`) of those heads, if any, and the EMPTY lanes'
+    /// positions (a bit each, all below 64). With no EMPTY lane, that key
+    /// is the other lanes' bound (`pick.rs`, "The other lanes' bound");
+    /// with some, the short path reads them again
+    /// ([`take_bounded`](Self::take_bounded)). Cleared by a pick that
+    /// returns a head without setting it, by a bounded pick that could not
+    /// use its bound, and by any change of positions; a pick that finds
+    /// nothing leaves it (the lanes with a head still hold nothing below
+    /// their key, and the short path reads the rest again).
+    note: Option<(Option<(u64, u64)>, u64)>,
 }
 
 // SAFETY: the consumer may move to another thread with its lanes.
@@ -255,8 +256,7 @@ impl<T> Lanes<T> {
             limbo: Limbo::new(),
             counted_unlinked: 0,
             last: 0,
-            bound: None,
-            empties: None,
+            note: None,
         }
     }
 
@@ -270,8 +270,7 @@ impl<T> Lanes<T> {
     #[inline]
     pub(crate) fn set_last_pick(&mut self, i: usize) {
         self.last = i;
-        self.bound = None;
-        self.empties = None;
+        self.note = None;
     }
 
     /// Notes the position a pick came from, the least key of the other
@@ -285,9 +284,9 @@ impl<T> Lanes<T> {
         bound: Option<(u64, u64)>,
         bits: u64,
     ) {
+        debug_assert!(bits != 0, "EMPTY lanes noted without one");
         self.last = i;
-        self.bound = None;
-        self.empties = Some((bound, bits));
+        self.note = Some((bound, bits));
     }
 
     /// Notes the position a pick came from and `bound`, the least key of
@@ -295,14 +294,16 @@ impl<T> Lanes<T> {
     #[inline]
     pub(crate) fn set_last_pick_bounded(&mut self, i: usize, bound: (u64, u64)) {
         self.last = i;
-        self.bound = Some(bound);
-        self.empties = None;
+        self.note = Some((Some(bound), 0));
     }
 
     /// The last pick's position and the other lanes' bound, if it holds.
     #[inline]
     pub(crate) fn bound(&self) -> Option<(usize, (u64, u64))> {
-        self.bound.map(|b| (self.last, b))
+        match self.note {
+            Some((Some(b), 0)) => Some((self.last, b)),
+            _ => None,
+        }
     }
 
     /// The short path of a pick with the other lanes' bound, or with one
@@ -329,11 +330,10 @@ impl<T> Lanes<T> {
         // pace with its one producer came back sooner to the slot being
         // written and row B1 went from 25-28 to 33-42 ns per item; on the
         // EPYC host it went from a median of 23.8 to 19.25.
-        let (at, bound, empties) = match (self.bound, self.empties) {
-            (Some(b), _) => (self.last, Some(b), 0),
-            (None, Some((b, bits))) => (self.last, b, bits),
-            (None, None) if self.list.len() == 1 => (0, None, 0),
-            (None, None) => return None,
+        let (at, bound, empties) = match self.note {
+            Some((b, bits)) => (self.last, b, bits),
+            None if self.list.len() == 1 => (0, None, 0),
+            None => return None,
         };
         let seen = self.seen;
         let (word, meta) = self.list.get(at)?.reader.as_ref()?.queued_head()?;
@@ -359,11 +359,12 @@ impl<T> Lanes<T> {
         reader.take(word).ok().map(|item| (at, item, meta))
     }
 
-    /// Forgets the other lanes' bound (the next pick reads every lane).
+    /// Forgets the last pick's note, the other lanes' bound or the EMPTY
+    /// lanes (the next pick reads every lane; the short path waits for a
+    /// new note).
     #[inline]
     pub(crate) fn clear_bound(&mut self) {
-        self.bound = None;
-        self.empties = None;
+        self.note = None;
     }
 
     /// Pushes with the counted flags on every lane of the registry
