@@ -222,3 +222,92 @@ fn dispatch_ready_after_a_busy_block_on_runs_what_is_due() {
     assert_eq!(looper.dispatch_ready().dispatched, 1);
     assert!(ran.load(Ordering::Acquire));
 }
+
+/// A game-style host loop: `dispatch_ready_for(2 ms)` once a frame, beside
+/// a local task that always has work (about 200 µs a poll, then a yield).
+/// A cross-thread post, a cross-thread task wake, a due delayed post and a
+/// due loop-local sleep each run within two budgeted calls (the documented
+/// bound of `Looper::dispatch_ready_for`); the test allows three.
+#[test]
+fn a_budgeted_host_loop_runs_queue_work_within_two_calls() {
+    const FRAME: Duration = Duration::from_millis(2);
+    const ALLOWED: usize = 3;
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let busy = looper.spawn_local(async move {
+        while !s.load(Ordering::Relaxed) {
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_micros(200) {
+                std::hint::spin_loop();
+            }
+            yield_once().await;
+        }
+    });
+    // Frames until `done` is set, at most `ALLOWED + 1`; how many it took.
+    let frames_until = |done: &AtomicBool| {
+        for frame in 1..=ALLOWED + 1 {
+            looper.dispatch_ready_for(FRAME);
+            if done.load(Ordering::Acquire) {
+                return frame;
+            }
+        }
+        usize::MAX
+    };
+    // Warm: the busy task fills the frames.
+    for _ in 0..3 {
+        assert!(looper.dispatch_ready_for(FRAME).dispatched >= 2);
+    }
+
+    // 1. A post from another thread.
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    let h2 = h.clone();
+    std::thread::spawn(move || h2.post(move || r.store(true, Ordering::Release)).unwrap())
+        .join()
+        .unwrap();
+    let frames = frames_until(&ran);
+    assert!(frames <= ALLOWED, "a cross-thread post waited {frames} frames");
+
+    // 2. A task of this loop woken from another thread.
+    let (tx, rx) = futures::channel::oneshot::channel::<()>();
+    let woken = Arc::new(AtomicBool::new(false));
+    let w = woken.clone();
+    let waiter = looper.spawn_local(async move {
+        rx.await.unwrap();
+        w.store(true, Ordering::Release);
+    });
+    looper.dispatch_ready_for(FRAME); // the waiter is polled and waits
+    std::thread::spawn(move || tx.send(()).unwrap()).join().unwrap();
+    let frames = frames_until(&woken);
+    assert!(frames <= ALLOWED, "a cross-thread wake waited {frames} frames");
+    drop(waiter);
+
+    // 3. A delayed post and a loop-local sleep, both due.
+    let fired = Arc::new(AtomicBool::new(false));
+    let f = fired.clone();
+    let deadline = std::time::Instant::now() + Duration::from_millis(1);
+    h.post_at(deadline, move || f.store(true, Ordering::Release))
+        .unwrap();
+    let slept = Arc::new(AtomicBool::new(false));
+    let sl = slept.clone();
+    let sleeper = looper.spawn_local(async move {
+        deliloop::time::sleep_until(deadline).await;
+        sl.store(true, Ordering::Release);
+    });
+    looper.dispatch_ready_for(FRAME); // the sleeper registers its timer
+    while std::time::Instant::now() < deadline {
+        looper.dispatch_ready_for(FRAME);
+    }
+    let frames = frames_until(&fired);
+    assert!(frames <= ALLOWED, "a due delayed post waited {frames} frames");
+    let frames = frames_until(&slept);
+    assert!(frames <= ALLOWED, "a due sleep waited {frames} frames");
+    drop(sleeper);
+
+    stop.store(true, Ordering::Relaxed);
+    while !busy.is_finished() {
+        looper.dispatch_ready_for(FRAME);
+    }
+}

@@ -318,6 +318,16 @@ impl Looper {
     /// spent, overrunning it by at most one entry's run time, and leaves the
     /// rest due, in order, for the next call (the fd stays readable).
     ///
+    /// # Fairness
+    /// Local tasks that always have work cannot starve the queue: a call
+    /// whose budget the local tasks spent before it looked at the queue
+    /// makes the next call look at the queue first. So a post, a
+    /// cross-thread task wake or a timer that is due when a call starts
+    /// runs within two calls, behind only the queue entries due before it
+    /// in `(when, seq)` order (front posts and barriers keep their rules).
+    /// Loop-local timers fire at the start of every call.
+    /// (`tests/fairness.rs`, `a_budgeted_host_loop_runs_queue_work_within_two_calls`.)
+    ///
     /// # Panics
     /// If a looper is already running on this thread.
     ///

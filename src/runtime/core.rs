@@ -86,6 +86,9 @@ pub(crate) struct Core {
     /// budget ran out): the next batch looks again.
     pub(crate) queue_left: Cell<bool>,
     pub(crate) queue_looked: Cell<u64>,
+    /// A time-bounded batch spent its time on local tasks before it looked
+    /// at the queue: the next batch looks at the queue first (`dispatch.rs`).
+    pub(crate) queue_owed: Cell<bool>,
     /// Idle handlers (`idle.rs`).
     pub(crate) idle: RefCell<IdleHandlers>,
     /// The idle handlers ran in this idle period.
@@ -152,6 +155,7 @@ impl Core {
             queue_deferred: Cell::new(false),
             queue_left: Cell::new(false),
             queue_looked: Cell::new(0),
+            queue_owed: Cell::new(false),
             idle: RefCell::new(IdleHandlers::default()),
             idle_ran: Cell::new(false),
             printer: RefCell::new(None),

@@ -59,6 +59,12 @@ impl Core {
     /// [`dispatch`](Self::dispatch), also stopping once `until` has passed
     /// (checked after each entry, so it overruns by at most one entry's
     /// run time; what is left stays due, in order, for the next call).
+    ///
+    /// A time-bounded batch whose local tasks spent the budget before the
+    /// queue was looked at leaves the queue *owed*: the next batch looks at
+    /// the queue before its local tasks. So with `until` set, the queue's
+    /// first due entry runs within two calls, however busy the local tasks
+    /// are (`tests/fairness.rs`, `a_budgeted_host_loop_runs_queue_work_within_two_calls`).
     pub(crate) fn dispatch_until(&self, until: Option<Instant>) -> usize {
         let over = || until.is_some_and(|u| Instant::now() >= u);
         self.queue_deferred.set(false);
@@ -68,23 +74,54 @@ impl Core {
         let mut batch = Batch::default();
         // The loop's own timers first: the tasks they wake run in this batch.
         self.fire_timers(start, |due| batch.saw(due));
-        while batch.done < self.budget && !self.stop.get() {
+        if self.queue_owed.replace(false) {
+            // The queue first, then the local tasks' share.
+            self.queue_skips.set(0);
+            self.queue_looked.set(start);
+            if !self.run_queue(start, &mut batch, &over) {
+                self.run_local(start, &mut batch, &over);
+            }
+            return self.end_batch(start, batch);
+        }
+        if self.run_local(start, &mut batch, &over) {
+            // Spent on local tasks: the queue goes first next time.
+            self.queue_owed.set(until.is_some() && !self.stop.get());
+            return self.end_batch(start, batch);
+        }
+        if self.defer_queue(start) {
+            self.queue_deferred.set(true);
+            return self.end_batch(start, batch);
+        }
+        self.run_queue(start, &mut batch, &over);
+        self.end_batch(start, batch)
+    }
+
+    /// Runs up to `budget` task polls from the local lane (including wakes
+    /// made meanwhile). Returns whether the batch must end here: `quit` was
+    /// called, or the time ran out after a poll.
+    fn run_local(&self, start: u64, batch: &mut Batch, over: &impl Fn() -> bool) -> bool {
+        let mut polls = 0;
+        while polls < self.budget && !self.stop.get() {
             let Some(runnable) = self.local.borrow_mut().pop_front() else {
                 break;
             };
             // A same-thread wake is due when its batch starts.
             batch.saw(start);
             self.run_task(runnable, start);
+            polls += 1;
             if over() {
-                break;
+                return true;
             }
         }
-        if self.stop.get() || (batch.done > 0 && over()) {
-            return self.end_batch(start, batch);
-        }
-        if self.defer_queue(start) {
-            self.queue_deferred.set(true);
-            return self.end_batch(start, batch);
+        self.stop.get()
+    }
+
+    /// Runs up to `budget` due queue entries in `(when, seq)` order.
+    /// Returns whether the batch must end here: `quit` was called, or the
+    /// time ran out after an entry.
+    fn run_queue(&self, start: u64, batch: &mut Batch, over: &impl Fn() -> bool) -> bool {
+        if self.stop.get() {
+            return true;
         }
         self.front_posted.set(false);
         self.queue.borrow_mut().maintain_at(start);
@@ -105,13 +142,13 @@ impl Core {
             batch.saw(due);
             self.run_measured(popped.item, Some(&popped.info), due);
             if self.stop.get() || over() {
-                break;
+                return true;
             }
             if self.front_posted.replace(false) {
                 self.queue.borrow_mut().maintain_at(start);
             }
         }
-        self.end_batch(start, batch)
+        false
     }
 
     /// Whether this batch leaves the queue alone: only while the loop has
