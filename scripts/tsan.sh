@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over the tests where threads race: the queue's stress
-# test, the cross-thread and cancellation tests, and the liveness test.
+# test, the cross-thread and cancellation tests, the liveness test, and
+# the queue's barrier fault test (busy mode given up while two threads push).
 # Needs a nightly toolchain with rust-src (std is rebuilt instrumented, so
 # TSan sees std's own atomics and locks).
 #
 #   bash scripts/tsan.sh            # all of them
-#   bash scripts/tsan.sh --quick    # the stress test alone (what CI runs)
+#   bash scripts/tsan.sh --quick    # the stress test and the fault test
 #
 # TSan exits with 66 when it reports a race, yet libtest may still have
 # printed "ok": the script fails on either the exit status or a report.
@@ -33,6 +34,14 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 CARGO_TARGET_DIR=target/tsan \
   cargo +nightly test -Zbuild-std --target "$host" "${tests[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+if [[ $status -eq 0 ]]; then
+  RUSTFLAGS="-Zsanitizer=thread" \
+  RUSTDOCFLAGS="-Zsanitizer=thread" \
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  CARGO_TARGET_DIR=target/tsan \
+    cargo +nightly test -Zbuild-std --target "$host" --lib queue::busy::tests 2>&1 | tee -a "$log"
+  status=${PIPESTATUS[0]}
+fi
 
 if grep -q "WARNING: ThreadSanitizer" "$log"; then
   echo "tsan: ThreadSanitizer reported a race (exit status $status)"

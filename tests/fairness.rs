@@ -268,7 +268,10 @@ fn a_budgeted_host_loop_runs_queue_work_within_two_calls() {
         .join()
         .unwrap();
     let frames = frames_until(&ran);
-    assert!(frames <= ALLOWED, "a cross-thread post waited {frames} frames");
+    assert!(
+        frames <= ALLOWED,
+        "a cross-thread post waited {frames} frames"
+    );
 
     // 2. A task of this loop woken from another thread.
     let (tx, rx) = futures::channel::oneshot::channel::<()>();
@@ -279,9 +282,14 @@ fn a_budgeted_host_loop_runs_queue_work_within_two_calls() {
         w.store(true, Ordering::Release);
     });
     looper.dispatch_ready_for(FRAME); // the waiter is polled and waits
-    std::thread::spawn(move || tx.send(()).unwrap()).join().unwrap();
+    std::thread::spawn(move || tx.send(()).unwrap())
+        .join()
+        .unwrap();
     let frames = frames_until(&woken);
-    assert!(frames <= ALLOWED, "a cross-thread wake waited {frames} frames");
+    assert!(
+        frames <= ALLOWED,
+        "a cross-thread wake waited {frames} frames"
+    );
     drop(waiter);
 
     // 3. A delayed post and a loop-local sleep, both due.
@@ -301,7 +309,10 @@ fn a_budgeted_host_loop_runs_queue_work_within_two_calls() {
         looper.dispatch_ready_for(FRAME);
     }
     let frames = frames_until(&fired);
-    assert!(frames <= ALLOWED, "a due delayed post waited {frames} frames");
+    assert!(
+        frames <= ALLOWED,
+        "a due delayed post waited {frames} frames"
+    );
     let frames = frames_until(&slept);
     assert!(frames <= ALLOWED, "a due sleep waited {frames} frames");
     drop(sleeper);

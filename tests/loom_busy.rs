@@ -287,3 +287,35 @@ fn a_push_across_two_busy_stretches_is_seen_or_wakes() {
     }
     barrier::set_point(None);
 }
+
+/// Every barrier call fails (a sandbox took the registration away): the
+/// consumer's leave retries once, gives busy mode up for the process and
+/// waits out the grace that stands in for the barrier (modelled as the
+/// call it replaces). A push made in busy mode is still seen by the sleep
+/// check or sees the sleep, and the mode cannot be entered again, so
+/// every later push takes the `swap`.
+#[test]
+fn a_failed_barrier_gives_busy_mode_up_and_loses_nothing() {
+    barrier::set_failing(true);
+    each_place(6, || {
+        let order = Arc::new(AtomicU64::new(0));
+        let wait = Arc::new(AtomicU64::new(0));
+        let (l, w, mut r) = lane();
+        assert!(barrier::enter(&order));
+        let t = spawn_push_then_look(w, order.clone(), wait.clone(), 99);
+        barrier::leave(&order);
+        assert!(barrier::gave_up());
+        assert!(!barrier::enter(&order), "given up: never entered again");
+        wait.swap(1, Ordering::AcqRel);
+        fence(Ordering::SeqCst);
+        let seen = matches!(r.pop(true, None), Seen::Item(_, 99));
+        let saw = t.join().unwrap();
+        assert!(seen || saw == 1, "a lost wake-up (the producer saw {saw})");
+        if !seen {
+            assert!(matches!(r.pop(true, None), Seen::Item(_, 99)));
+        }
+        drop(r);
+        drop(l);
+    });
+    barrier::set_failing(false);
+}

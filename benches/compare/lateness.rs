@@ -43,10 +43,27 @@ fn deliloop_imp(n: usize, early: Duration) -> Vec<f64> {
     })
 }
 
+/// The default path a new user takes: the crate-level `block_on`, whose
+/// looper stays in a thread-local between runs.
+fn deliloop_default(n: usize) -> Vec<f64> {
+    deliloop::block_on(async {
+        let mut out = Vec::with_capacity(n);
+        for d in delays(n) {
+            let deadline = Instant::now() + d;
+            deliloop::time::sleep_until(deadline).await;
+            out.push(late(deadline));
+        }
+        out
+    })
+}
+
 fn imps(n: usize) -> Vec<Imp<'static>> {
     vec![
         Imp::new("deliloop", Kind::Ours, move || {
             deliloop_imp(n, Duration::ZERO)
+        }),
+        Imp::new("deliloop::block_on (default)", Kind::Ours, move || {
+            deliloop_default(n)
         }),
         Imp::new("deliloop wake_early(150 us)", Kind::Ours, move || {
             deliloop_imp(n, Duration::from_micros(150))

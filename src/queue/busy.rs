@@ -105,9 +105,20 @@ pub(crate) fn enter(order: &AtomicU64, closed: u64) -> bool {
 /// Leaves busy mode: clears BUSY, then makes the barrier. Every lane push
 /// that published with a store is seen by the caller's later reads, or
 /// saw BUSY clear and took the fenced path.
+///
+/// A barrier that fails (a sandbox or a restore that took the
+/// registration away) is retried once after registering again; if that
+/// fails too, busy mode ends for the process ([`give_up`]): no consumer
+/// enters it again, so every later push publishes with the `swap`. The
+/// pushes that published with a store before the failure are then made
+/// visible by [`grace`] instead of the barrier.
 pub(crate) fn leave(order: &AtomicU64) {
     order.fetch_and(!BUSY, Ordering::AcqRel);
-    heavy_barrier();
+    if sys::barrier() || (sys::register() && sys::barrier()) {
+        return;
+    }
+    give_up();
+    sys::grace();
 }
 
 /// After a push that took its number with BUSY set published with a
@@ -126,74 +137,160 @@ pub(crate) fn after_store(order: &AtomicU64, reloaded: u64) -> u64 {
 }
 
 /// Whether the process can make the barrier: registered once, at the
-/// first call (made when a queue with lanes is made), unless
-/// `DELILOOP_NO_MEMBARRIER` is set then.
-#[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
+/// first call (made when a queue with lanes and busy mode allowed is
+/// made), unless `DELILOOP_NO_MEMBARRIER` is set then; false for good
+/// after [`give_up`].
 pub(crate) fn available() -> bool {
-    use std::sync::atomic::AtomicU8;
-    static STATE: AtomicU8 = AtomicU8::new(0);
-    const YES: u8 = 1;
-    const NO: u8 = 2;
-    match STATE.load(Ordering::Relaxed) {
-        YES => true,
-        NO => false,
-        _ => {
-            let ok = std::env::var_os("DELILOOP_NO_MEMBARRIER").is_none()
-                // SAFETY: membarrier takes no pointers; an unknown command
-                // or a refused one returns -1.
-                && unsafe {
-                    libc::syscall(
-                        libc::SYS_membarrier,
-                        MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-                        0,
-                        0,
-                    )
-                } == 0;
-            STATE.store(if ok { YES } else { NO }, Ordering::Relaxed);
-            ok
-        }
-    }
+    sys::available()
 }
 
-#[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
-const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
-#[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
-const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+/// Ends busy mode for the process: [`available`] says no from now on.
+/// Consumers in the mode leave it at their next sleep check or drain, as
+/// always; none enters it again.
+fn give_up() {
+    sys::give_up();
+}
 
-/// The barrier. Only called after [`available`] said yes. The consumer
-/// needs one call that succeeds before it looks, so ENOMEM (the kernel
-/// could not allocate its CPU mask) is retried, up to 1,000 times. Any
-/// other failure after the registration (a sandbox that started refusing
-/// the call), or ENOMEM that lasts, would lose pushes if the consumer went
-/// on, so the process aborts with a message.
+/// The barrier on Linux: `membarrier(2)`.
 #[cfg(all(target_os = "linux", not(miri), not(shuttle), not(loom)))]
-fn heavy_barrier() {
-    for tries in 1.. {
-        // SAFETY: as in `available`.
-        let r =
-            unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
-        if r == 0 {
-            return;
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::ENOMEM) if tries < 1000 => std::thread::yield_now(),
+mod sys {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// The process's answer: unknown, yes (registered), no (not
+    /// available, refused, or given up). Stored with Release, loaded with
+    /// Acquire: a thread that reads NO after a give-up also sees what the
+    /// giving-up thread did before it.
+    static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
+    const UNKNOWN: u8 = 0;
+    const YES: u8 = 1;
+    const NO: u8 = 2;
+
+    const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+    const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+    /// Barrier calls still to fail (unit tests' fault injection).
+    #[cfg(test)]
+    pub(super) static FAIL_BARRIERS: std::sync::atomic::AtomicU32 =
+        std::sync::atomic::AtomicU32::new(0);
+
+    pub(super) fn available() -> bool {
+        match STATE.load(Ordering::Acquire) {
+            YES => true,
+            NO => false,
             _ => {
-                eprintln!("deliloop: membarrier failed after its registration: {e}");
-                std::process::abort();
+                let ok = std::env::var_os("DELILOOP_NO_MEMBARRIER").is_none() && register();
+                // A give-up that raced this first registration wins.
+                let _ = STATE.compare_exchange(
+                    UNKNOWN,
+                    if ok { YES } else { NO },
+                    Ordering::Release,
+                    Ordering::Acquire,
+                );
+                STATE.load(Ordering::Acquire) == YES
             }
         }
     }
+
+    pub(super) fn give_up() {
+        STATE.store(NO, Ordering::Release);
+    }
+
+    /// Registers the process for the barrier (again); whether it worked.
+    pub(super) fn register() -> bool {
+        // SAFETY: membarrier takes no pointers; an unknown command or a
+        // refused one returns -1.
+        unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+                0,
+                0,
+            ) == 0
+        }
+    }
+
+    /// The barrier; whether it was made. ENOMEM (the kernel could not
+    /// allocate its CPU mask) is retried, up to 1,000 times; any other
+    /// error (EPERM after a restore that lost the registration, ENOSYS or
+    /// EINVAL from a filter) is a failure at once.
+    pub(super) fn barrier() -> bool {
+        #[cfg(test)]
+        if FAIL_BARRIERS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return false;
+        }
+        for _ in 0..1000 {
+            // SAFETY: as in `register`.
+            let r = unsafe {
+                libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0)
+            };
+            if r == 0 {
+                return true;
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOMEM) {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        false
+    }
+
+    /// Stands in for a barrier that could not be made, once per process:
+    /// yields for [`GRACE`]. A push that published with a plain store and
+    /// then read BUSY set issued its store before this call began; a CPU
+    /// drains its store buffer within nanoseconds while the thread runs,
+    /// and at the latest when the thread is switched out, so after the
+    /// grace the caller's reads see the store (the hardware's eventual
+    /// visibility, which C11 states as a "should"; the barrier is what
+    /// makes it a guarantee, and the grace is paid only once it is gone).
+    pub(super) fn grace() {
+        let start = Instant::now();
+        while start.elapsed() < GRACE {
+            std::thread::yield_now();
+        }
+    }
+
+    /// How long [`grace`] yields.
+    const GRACE: Duration = Duration::from_micros(200);
 }
 
+/// No barrier here (not Linux, Miri, shuttle): busy mode is never entered.
 #[cfg(not(any(all(target_os = "linux", not(miri), not(shuttle)), loom)))]
-pub(crate) fn available() -> bool {
-    false
+mod sys {
+    pub(super) fn available() -> bool {
+        false
+    }
+    pub(super) fn give_up() {}
+    pub(super) fn register() -> bool {
+        false
+    }
+    pub(super) fn barrier() -> bool {
+        unreachable!("busy mode is never entered without the barrier")
+    }
+    pub(super) fn grace() {}
 }
 
-#[cfg(not(any(all(target_os = "linux", not(miri), not(shuttle)), loom)))]
-fn heavy_barrier() {
-    unreachable!("busy mode is never entered without the barrier")
+/// Under loom: the barrier's model.
+#[cfg(loom)]
+mod sys {
+    pub(super) fn available() -> bool {
+        super::model::enabled()
+    }
+    pub(super) fn give_up() {
+        super::model::give_up()
+    }
+    pub(super) fn register() -> bool {
+        super::model::register()
+    }
+    pub(super) fn barrier() -> bool {
+        super::model::heavy_barrier()
+    }
+    pub(super) fn grace() {
+        super::model::grace()
+    }
 }
 
 /// A busy push's publish: a Release store.
@@ -229,16 +326,6 @@ pub(crate) fn point() {
     std::sync::atomic::compiler_fence(Ordering::SeqCst);
 }
 
-#[cfg(loom)]
-pub(crate) fn available() -> bool {
-    model::enabled()
-}
-
-#[cfg(loom)]
-fn heavy_barrier() {
-    model::heavy_barrier()
-}
-
 /// The barrier's model (see the design comment).
 #[cfg(loom)]
 pub mod model {
@@ -257,6 +344,8 @@ pub mod model {
         static ref CROSSED: AtomicUsize = AtomicUsize::new(0);
         /// A push took the fenced path.
         static ref FENCED: AtomicUsize = AtomicUsize::new(0);
+        /// Busy mode was given up after a failed barrier.
+        static ref GAVE_UP: AtomicBool = AtomicBool::new(false);
     }
 
     std::thread_local! {
@@ -265,6 +354,8 @@ pub mod model {
         /// busy mode off (the barrier unavailable). Loom runs a model's
         /// threads on the thread that calls it.
         static AT: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+        /// Barrier calls fail (`set_failing`).
+        static FAILING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
 
     /// Sets the point where the producer's X falls for the model's one
@@ -283,12 +374,12 @@ pub mod model {
     }
 
     pub(super) fn enabled() -> bool {
-        AT.with(|a| !a.borrow().is_empty())
+        AT.with(|a| !a.borrow().is_empty()) && !GAVE_UP.load(Ordering::Relaxed)
     }
 
     /// The producer passes a point (one producer per model).
     pub(super) fn point() {
-        if !enabled() || !STARTED.load(Ordering::Relaxed) {
+        if AT.with(|a| a.borrow().is_empty()) || !STARTED.load(Ordering::Relaxed) {
             return;
         }
         let i = PASSED.fetch_add(1, Ordering::Relaxed);
@@ -318,7 +409,45 @@ pub mod model {
         CROSSED.store(k + 1, Ordering::Release);
     }
 
-    pub(super) fn heavy_barrier() {
+    /// The barrier call: false (and no barrier) while the model makes
+    /// barriers fail ([`set_failing`]), else the modelled call.
+    pub(super) fn heavy_barrier() -> bool {
+        if FAILING.with(|f| f.get()) {
+            return false;
+        }
+        call();
+        true
+    }
+
+    /// Registering again fails while barriers fail.
+    pub(super) fn register() -> bool {
+        !FAILING.with(|f| f.get())
+    }
+
+    /// After a give-up: the mode is not available any more.
+    pub(super) fn give_up() {
+        GAVE_UP.store(true, Ordering::Relaxed);
+    }
+
+    /// The grace that stands in for a failed barrier is modelled as the
+    /// call it replaces: by its end the producer's stores before its
+    /// point are visible (the hardware's eventual visibility, `sys::grace`).
+    pub(super) fn grace() {
+        call();
+    }
+
+    /// Makes every barrier call (and every registration) fail from now on,
+    /// or not. Call before the model, on its thread.
+    pub fn set_failing(failing: bool) {
+        FAILING.with(|f| f.set(failing));
+    }
+
+    /// Whether busy mode was given up in this execution.
+    pub fn gave_up() -> bool {
+        GAVE_UP.load(Ordering::Relaxed)
+    }
+
+    fn call() {
         fence(Ordering::SeqCst);
         let k = CALL.fetch_add(1, Ordering::AcqRel) / 2;
         assert!(
@@ -369,5 +498,71 @@ pub mod model {
                 cross(k);
             }
         }
+    }
+}
+
+#[cfg(all(test, target_os = "linux", not(miri), not(shuttle), not(loom)))]
+mod tests {
+    use super::sys;
+    use crate::queue::DeliQueue;
+    use std::sync::atomic::Ordering;
+
+    /// The next barrier and its retry fail while two producers push: the
+    /// consumer gives busy mode up for the process and goes on; every item
+    /// is delivered once, and each producer's items in the order it
+    /// pushed them.
+    #[test]
+    fn a_failing_barrier_gives_busy_mode_up_and_loses_nothing() {
+        const PER: u64 = 200_000;
+        let mut q = DeliQueue::<(u64, u64)>::with_lanes();
+        if !super::available() {
+            eprintln!("SKIP barrier fault test: membarrier is not available here");
+            return;
+        }
+        sys::FAIL_BARRIERS.store(2, Ordering::Release);
+        let producers: Vec<_> = (0..2)
+            .map(|id| {
+                let p = q.producer();
+                std::thread::spawn(move || {
+                    for i in 0..PER {
+                        let _ = p.push((id, i), 0).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let mut next = [0u64; 2];
+        let mut taken = 0u64;
+        let mut since_check = 0u32;
+        while taken < 2 * PER {
+            match q.pop_due(0) {
+                Some(popped) => {
+                    let (id, i) = popped.item;
+                    assert_eq!(i, next[id as usize], "producer {id}: out of order or twice");
+                    next[id as usize] += 1;
+                    taken += 1;
+                    since_check += 1;
+                }
+                None => std::hint::spin_loop(),
+            }
+            // A sleep check now and then: in busy mode, it leaves the mode
+            // (the barrier that fails).
+            if since_check >= super::ENTER_AFTER + 100 {
+                since_check = 0;
+                if q.prepare_sleep(None) {
+                    q.wake();
+                }
+            }
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert_eq!(next, [PER, PER]);
+        assert!(q.pop_due(0).is_none(), "nothing more than was pushed");
+        assert_eq!(
+            sys::FAIL_BARRIERS.load(Ordering::Acquire),
+            0,
+            "the mode was entered and left: both failures were met"
+        );
+        assert!(!super::available(), "busy mode given up for the process");
     }
 }

@@ -137,6 +137,9 @@ pub struct DeliQueue<T> {
     /// [`busy::ENTER_AFTER`] of them, left before the next sleep or drain.
     busy_takes: u32,
     busy_mode: bool,
+    /// Whether this queue may enter busy mode at all
+    /// ([`with_lanes_and_busy_mode`](Self::with_lanes_and_busy_mode)).
+    busy_allowed: bool,
     /// The largest sum of the two limbos' lengths seen at a maintain or
     /// by a caller of `limbo_len`.
     limbo_sum_peak: std::cell::Cell<usize>,
@@ -225,6 +228,7 @@ impl<T> DeliQueue<T> {
             lane_upkeep: 0,
             busy_takes: 0,
             busy_mode: false,
+            busy_allowed: true,
             limbo_sum_peak: std::cell::Cell::new(0),
             wake_claimed: false,
             lanes_busy: false,
@@ -430,7 +434,7 @@ impl<T> DeliQueue<T> {
     /// [`busy::ENTER_AFTER`] lane items without a sleep.
     #[cold]
     fn enter_busy(&mut self) {
-        if !self.busy_mode {
+        if !self.busy_mode && self.busy_allowed {
             self.busy_mode = busy::enter(&self.shared.home.order, lane::CLOSED);
         }
     }
@@ -1403,10 +1407,46 @@ impl<T: Send + 'static> DeliQueue<T> {
     ///
     /// [`Push::due_now`]: super::Push::due_now
     pub fn with_lanes() -> DeliQueue<T> {
-        // Registers the process for busy mode's barrier here, once, not
-        // on the consumer's hot path (`busy.rs`).
-        let _ = busy::available();
-        DeliQueue::of(Shared::with_lanes())
+        DeliQueue::with_lanes_and_busy_mode(true)
+    }
+
+    /// [`with_lanes`](Self::with_lanes), choosing whether the queue may
+    /// enter *busy mode*: while its consumer keeps finding lane items
+    /// without sleeping, lane pushes publish with a plain store instead of
+    /// an atomic swap, and the consumer pays with one `membarrier(2)` call
+    /// when it next sleeps or drains (`docs/lanes.md`, "Busy mode").
+    ///
+    /// That call interrupts every running thread of the process (an
+    /// inter-processor interrupt to each CPU running one), which a GUI
+    /// host or a process with isolated real-time threads may not want:
+    /// `false` keeps every push on the swap and never calls `membarrier`.
+    /// With `true`, the process registers for the barrier here, once (not
+    /// on the consumer's hot path), unless `DELILOOP_NO_MEMBARRIER` is set
+    /// when the first such queue is made; where the barrier is missing or
+    /// refused, or fails after its registration (a restore by an older
+    /// CRIU, a seccomp filter installed later that makes it fail), busy
+    /// mode ends for the process and nothing is lost or reordered. A
+    /// seccomp filter that *kills* the process on `membarrier` (`SIGSYS`)
+    /// is beyond what a library can survive: there, pass `false` (or set
+    /// the variable).
+    ///
+    /// ```
+    /// use deliloop::queue::DeliQueue;
+    ///
+    /// let mut q = DeliQueue::with_lanes_and_busy_mode(false);
+    /// let p = q.producer();
+    /// std::thread::spawn(move || p.push(1, 0).unwrap()).join().unwrap();
+    /// assert_eq!(q.pop_due(0).map(|e| e.item), Some(1));
+    /// ```
+    pub fn with_lanes_and_busy_mode(busy_mode: bool) -> DeliQueue<T> {
+        if busy_mode {
+            // Registers the process for busy mode's barrier here, once,
+            // not on the consumer's hot path (`busy.rs`).
+            let _ = busy::available();
+        }
+        let mut q = DeliQueue::of(Shared::with_lanes());
+        q.busy_allowed = busy_mode;
+        q
     }
 }
 

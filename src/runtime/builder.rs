@@ -41,6 +41,7 @@ pub struct Builder {
     pub(crate) slow_dispatch: Option<Duration>,
     pub(crate) slow_delivery: Option<Duration>,
     pub(crate) observer: Option<Rc<dyn Observer>>,
+    pub(crate) busy_mode: bool,
 }
 
 impl std::fmt::Debug for Builder {
@@ -54,6 +55,7 @@ impl std::fmt::Debug for Builder {
             .field("slow_dispatch", &self.slow_dispatch)
             .field("slow_delivery", &self.slow_delivery)
             .field("observer", &self.observer.is_some())
+            .field("busy_mode", &self.busy_mode)
             .finish()
     }
 }
@@ -69,6 +71,7 @@ impl Default for Builder {
             slow_dispatch: None,
             slow_delivery: None,
             observer: None,
+            busy_mode: true,
         }
     }
 }
@@ -229,6 +232,40 @@ impl Builder {
         super::flood::default_gap(high)
     }
 
+    /// Whether the loop's queue may use *busy mode* (on by default): while
+    /// the loop keeps finding cross-thread wakes without sleeping, the
+    /// waking threads publish with a plain store instead of an atomic
+    /// swap, and the loop pays with one `membarrier(2)` call when it next
+    /// sleeps (`docs/lanes.md`, "Busy mode").
+    ///
+    /// That call interrupts every running thread of the host process (an
+    /// inter-processor interrupt to each CPU running one), not only the
+    /// loop's producers: a GUI app, or a process with isolated real-time
+    /// threads, may turn it off here. Off, every push publishes with the
+    /// swap and `membarrier` is never called.
+    ///
+    /// Where the barrier is missing, refused or fails after its
+    /// registration (an older CRIU's restore, a seccomp filter installed
+    /// after start-up that makes the call fail), busy mode ends for the
+    /// process and nothing is lost or reordered
+    /// (`RELIABILITY.md`, "Busy mode degrades"). A seccomp filter that
+    /// *kills* the process on `membarrier` (`SIGSYS`) is beyond what a
+    /// library can survive: there, turn it off here, or set
+    /// `DELILOOP_NO_MEMBARRIER` (read once, when the process makes its
+    /// first loop), which also covers loops not made through a `Builder`
+    /// (the crate-level [`block_on`](crate::block_on)).
+    ///
+    /// ```
+    /// use deliloop::Looper;
+    ///
+    /// let looper = Looper::builder().busy_mode(false).build().unwrap();
+    /// assert_eq!(looper.block_on(async { 1 + 1 }), 2);
+    /// ```
+    pub fn busy_mode(mut self, on: bool) -> Self {
+        self.busy_mode = on;
+        self
+    }
+
     /// Creates the looper.
     ///
     /// # Errors
@@ -236,7 +273,7 @@ impl Builder {
     /// (for example when the process is out of file descriptors).
     pub fn build(self) -> io::Result<Looper> {
         let (parker, waker) = Parker::new()?;
-        let mut queue = DeliQueue::with_lanes();
+        let mut queue = DeliQueue::with_lanes_and_busy_mode(self.busy_mode);
         queue.set_counted(MESSAGE);
         let flood = self
             .watermarks

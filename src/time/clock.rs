@@ -3,10 +3,9 @@
 //!
 //! # Design
 //!
-//! `sleep(d)` must read the clock: its deadline is `now + d`. A
-//! `clock_gettime(CLOCK_MONOTONIC)` through the vDSO costs about 24 ns on
-//! the machines this is measured on, half of creating, registering and
-//! dropping a sleep; a bare `rdtsc` costs about 10. When the kernel keeps
+//! `sleep(d)` must read the clock: its deadline is `now + d`. A bare
+//! `rdtscp` costs less than half of a `clock_gettime(CLOCK_MONOTONIC)`
+//! through the vDSO (BENCHMARKS.md, rows E1 and E2). When the kernel keeps
 //! its own time with the TSC (clocksource `tsc`, which it chooses only for
 //! a constant-rate TSC that it found synchronised across CPUs), the clock
 //! can be extrapolated from a TSC reading:
@@ -15,21 +14,33 @@
 //! now <= base + (tsc - base_tsc) * rate_up + SLACK
 //! ```
 //!
-//! * `(base, base_tsc)`: a clock reading and a TSC reading taken just
-//!   before it (the clock's own TSC read is fenced, so it cannot run before
-//!   ours: the clock was read at a TSC of at least `base_tsc`), and a TSC
-//!   reading after it: a base whose two TSC readings are more than
-//!   `MAX_GAP` apart (an interrupt between them) is not used. The loop
-//!   takes one with its clock read at the start of each batch after one
-//!   that asked for deadlines, and again when a reading finds the base
-//!   older than `WINDOW_NS`.
-//! * `rate_up`: the TSC's period measured against `CLOCK_MONOTONIC` over at
-//!   least `CALIBRATE_NS` (process-wide, from the first loop's start),
+//! * `(base, base_tsc, base_cpu)`: a clock reading, a TSC reading taken
+//!   just before it and the CPU that TSC was read on (`rdtscp`'s
+//!   `TSC_AUX`). The clock's own TSC read is fenced, so it cannot run
+//!   before ours: the clock was read at a TSC of at least `base_tsc`. A
+//!   TSC reading after the clock read closes the bracket: a base whose two
+//!   TSC readings are more than `MAX_GAP` apart (an interrupt between
+//!   them) or were read on two CPUs is not used. A reading is extrapolated
+//!   only on the CPU its base was read on: a thread moved to a CPU whose
+//!   TSC lags (the kernel's TSC sync check off, or the TSC marked unstable
+//!   at run time) takes a new base there instead of reading early. The
+//!   loop takes a base with its clock read at the start of each batch
+//!   after one that asked for deadlines, and again when a reading finds
+//!   the base older than `WINDOW_NS`, on another CPU, or behind the TSC
+//!   (a TSC reset).
+//! * `rate_up`: the TSC's period measured against `CLOCK_MONOTONIC`,
 //!   raised by a quarter: more than `adjtimex` may change the clock's rate
 //!   (10% through the tick length, plus the frequency offset and an offset
 //!   correction's slew), so the extrapolation never runs slower than the
-//!   clock.
-//! * `SLACK` (1 µs): an unfenced `rdtsc` may execute ahead of earlier
+//!   clock. The period is measured process-wide ([`Calibration`]) over a
+//!   window of `CALIBRATE_NS` to `MAX_WINDOW_NS`, on one CPU, with
+//!   `CLOCK_BOOTTIME - CLOCK_MONOTONIC` unchanged across it: the TSC counts
+//!   through a suspend while `CLOCK_MONOTONIC` does not, so a window with a
+//!   suspend in it (or one too long to tell) is dropped and a new one
+//!   started. A period is stored only if its frequency lies between 0.5
+//!   and 10 GHz and a second window's period is within 5% of it (the
+//!   larger of the two is used).
+//! * `SLACK` (1 µs): an unfenced TSC read may execute ahead of earlier
 //!   instructions, by at most the out-of-order window; a fenced one costs
 //!   as much as the clock read it replaces.
 //!
@@ -41,43 +52,312 @@
 //! is always judged against real clock readings.
 //!
 //! Every rebase is checked: the fresh clock reading must not be later than
-//! the old base's extrapolation. If it is (a clock slewed
-//! faster than the margin, a TSC that stopped or jumped while the kernel
-//! had switched to another clocksource), extrapolation is switched off for
-//! the whole process and every reading is a `clock_gettime` again. (While
-//! the kernel keeps time with the TSC, a TSC that stops stops the kernel's
-//! clock as well.)
+//! the old base's extrapolation (read on the same CPU). If it is (a clock
+//! slewed faster than the margin, a TSC that stopped or jumped while the
+//! kernel had switched to another clocksource), extrapolation is switched
+//! off for the whole process and every reading is a `clock_gettime`
+//! again. The clocksource is read again at most once a second (at a
+//! rebase) and at every failed check; once it is no longer `tsc`,
+//! extrapolation is switched off for good. A suspend after calibration
+//! cannot make a reading early: the TSC only runs ahead of the clock
+//! then, and the first reading after it finds its base too old.
 //!
 //! Only the loop thread uses a `DeadlineClock` (its fields are `Cell`s).
-//! The calibration is shared through process-wide statics, read with
+//! The calibration is shared through process-wide atomics, read with
 //! `Relaxed` (a stale value only delays the switch to the fast path or
-//! off it); they are plain `std` atomics, not part of any protocol the
-//! models check. Elsewhere (other architectures, Miri, loom, shuttle,
-//! another clocksource) every reading is a clock read.
+//! off it), and a lock that is only ever tried, never waited for; they
+//! are plain `std` types, not part of any protocol the models check.
+//! Elsewhere (other architectures, a CPU without `rdtscp`, Miri, loom,
+//! shuttle, another clocksource) every reading is a clock read.
+//!
+//! The hardware is behind [`Source`], so the unit tests below feed the
+//! same code scripted readings: a suspend inside and after the
+//! calibration window, a CPU change to a lagging TSC, a TSC reset and a
+//! clocksource change.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// A base is extrapolated over at most this long (as the raised period
 /// counts it); then the next reading takes a new one.
 const WINDOW_NS: u64 = 32_768;
-/// The TSC's rate is measured over at least this long.
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom), not(shuttle)))]
+/// The TSC's rate is measured over at least this long ...
 const CALIBRATE_NS: u64 = 20_000_000;
-/// Added to every extrapolated reading: an unfenced `rdtsc` may execute
+/// ... and at most this long: a longer window is dropped (it may hide a
+/// suspend that the boot-time check cannot see, or a CPU change back).
+const MAX_WINDOW_NS: u64 = 1_000_000_000;
+/// `CLOCK_BOOTTIME - CLOCK_MONOTONIC` may differ by this much between two
+/// reads without a suspend (the two clocks are read one after the other).
+const SUSPEND_TOLERANCE_NS: u64 = 100_000;
+/// The clocksource is read again after this many TSC ticks: more than a
+/// second at any frequency the calibration accepts below 8.5 GHz.
+const SOURCE_RECHECK_TICKS: u64 = 1 << 33;
+/// Added to every extrapolated reading: an unfenced TSC read may execute
 /// ahead of the instructions before it, by at most the out-of-order
 /// window (hundreds of ns), so it may read a TSC from just before
 /// something this thread has already seen.
 const SLACK: u64 = 1_000;
+/// TSC ticks a clock read may take between the two TSC readings around
+/// it (a few hundred are usual); more means it was interrupted.
+const MAX_GAP: u64 = 1 << 12;
+/// The calibrated rate when switched off.
+const OFF: u64 = u64::MAX;
+/// Periods (ns per tick, 32.32 fixed point) of 10 GHz and 0.5 GHz: a
+/// measured period outside them is not believed.
+const MIN_PERIOD: u64 = (1 << 32) / 10;
+const MAX_PERIOD: u64 = 2 << 32;
+
+/// What the clock reads: the machine, or a unit test's script.
+pub(crate) trait Source {
+    /// The TSC and the CPU it was read on; `None` where there is no usable
+    /// TSC (no `rdtscp`, another architecture).
+    fn tsc(&self) -> Option<(u64, u32)>;
+    /// `CLOCK_MONOTONIC`, in ns.
+    fn monotonic(&self) -> u64;
+    /// `CLOCK_BOOTTIME - CLOCK_MONOTONIC`, in ns: grows by the time spent
+    /// suspended.
+    fn suspended(&self) -> u64;
+    /// Whether the kernel keeps time with the TSC (its clocksource).
+    fn tsc_clocksource(&self) -> bool;
+    /// The calibration this source's clocks share.
+    fn calibration(&self) -> &Calibration;
+}
+
+/// The TSC's measured rate, shared by every loop of the process.
+pub(crate) struct Calibration {
+    /// As [`DeadlineClock::rate`]; 0: not yet; `OFF`: switched off.
+    rate: AtomicU64,
+    /// The TSC when the clocksource was last read, and what it said
+    /// (bit 0 of `source`: read; bit 1: `tsc`).
+    source_at: AtomicU64,
+    source: AtomicU64,
+    /// The calibration's windows; only ever tried, never waited for.
+    windows: Mutex<Windows>,
+}
+
+/// The calibration's state between windows.
+#[derive(Default)]
+struct Windows {
+    /// The bracketed reading the current window started at.
+    start: Option<Sample>,
+    /// The period the last window measured, waiting for a second.
+    candidate: Option<u64>,
+    /// The TSC before which the next look is not worth a clock read.
+    next_try: u64,
+}
+
+/// A clock reading bracketed by TSC readings on one CPU.
+#[derive(Clone, Copy)]
+struct Sample {
+    ns: u64,
+    before: u64,
+    after: u64,
+    cpu: u32,
+    suspended: u64,
+}
+
+impl Calibration {
+    pub(crate) const fn new() -> Calibration {
+        Calibration {
+            rate: AtomicU64::new(0),
+            source_at: AtomicU64::new(0),
+            source: AtomicU64::new(0),
+            windows: Mutex::new(Windows {
+                start: None,
+                candidate: None,
+                next_try: 0,
+            }),
+        }
+    }
+
+    /// Extrapolation may be used: a TSC, the clocksource `tsc`, not
+    /// switched off.
+    fn available<S: Source>(&self, src: &S) -> bool {
+        self.rate.load(Ordering::Relaxed) != OFF && src.tsc().is_some() && self.tsc_source(src)
+    }
+
+    /// The clocksource, read once and then again at most once a second
+    /// (`force`: now); once it is not `tsc`, extrapolation is off for good.
+    fn tsc_source<S: Source>(&self, src: &S) -> bool {
+        let known = self.source.load(Ordering::Relaxed);
+        if known & 1 != 0 {
+            return known & 2 != 0;
+        }
+        self.recheck_source(src)
+    }
+
+    #[cold]
+    fn recheck_source<S: Source>(&self, src: &S) -> bool {
+        let tsc = src.tsc_clocksource();
+        self.source
+            .store(1 | if tsc { 2 } else { 0 }, Ordering::Relaxed);
+        if let Some((tsc, _)) = src.tsc() {
+            self.source_at.store(tsc, Ordering::Relaxed);
+        }
+        if !tsc {
+            self.switch_off();
+        }
+        tsc
+    }
+
+    /// At a rebase, with the base's TSC: reads the clocksource again if
+    /// the last read is `SOURCE_RECHECK_TICKS` old (or the TSC went back).
+    #[inline]
+    fn maybe_recheck<S: Source>(&self, src: &S, tsc: u64) {
+        let at = self.source_at.load(Ordering::Relaxed);
+        if tsc.wrapping_sub(at) >= SOURCE_RECHECK_TICKS
+            && self
+                .source_at
+                .compare_exchange(at, tsc, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.recheck_source(src);
+        }
+    }
+
+    fn switch_off(&self) {
+        self.rate.store(OFF, Ordering::Relaxed);
+    }
+
+    /// The rate to use from now on (0 while not yet calibrated or off).
+    fn rate<S: Source>(&self, src: &S) -> u64 {
+        match self.rate.load(Ordering::Relaxed) {
+            OFF => 0,
+            0 => self.calibrate(src),
+            r => r,
+        }
+    }
+
+    /// One step of the calibration: starts a window, or ends one that is
+    /// long enough (see the module docs for what makes a window count).
+    #[cold]
+    fn calibrate<S: Source>(&self, src: &S) -> u64 {
+        let Ok(mut w) = self.windows.try_lock() else {
+            return 0;
+        };
+        let Some(start) = w.start else {
+            w.start = sample(src);
+            return 0;
+        };
+        // No clock read before 2^25 ticks (13 ms at 2.6 GHz), nor before
+        // the estimate the last try left.
+        let Some((now, _)) = src.tsc() else {
+            return 0;
+        };
+        if now.wrapping_sub(start.after) < 1 << 25 || now < w.next_try {
+            return 0;
+        }
+        let Some(end) = sample(src) else {
+            return 0;
+        };
+        let ns = end.ns.wrapping_sub(start.ns);
+        // The ticks between the two clock reads are at least this many,
+        // so the period below is at least the true one.
+        let ticks = end.before.wrapping_sub(start.after);
+        if end.cpu != start.cpu
+            || end.suspended.abs_diff(start.suspended) > SUSPEND_TOLERANCE_NS
+            || ns > MAX_WINDOW_NS
+            || ticks == 0
+            || ticks > 1 << 62
+        {
+            // Another CPU, a suspend, a window too long, a TSC reset: a
+            // new window from here.
+            w.start = Some(end);
+            w.next_try = 0;
+            return 0;
+        }
+        if ns < CALIBRATE_NS {
+            // Try again once the rest of `CALIBRATE_NS` has passed, at the
+            // rate seen so far.
+            let rest = u128::from(CALIBRATE_NS - ns) * u128::from(ticks) / u128::from(ns.max(1));
+            w.next_try = end.before.saturating_add(rest as u64);
+            return 0;
+        }
+        let period = ((u128::from(ns) << 32) / u128::from(ticks)).min(u128::from(u64::MAX)) as u64;
+        w.start = Some(end);
+        w.next_try = 0;
+        if !(MIN_PERIOD..=MAX_PERIOD).contains(&period) {
+            w.candidate = None;
+            self.recheck_source(src);
+            return 0;
+        }
+        let agreed = w
+            .candidate
+            .filter(|&c| c.abs_diff(period) <= c.max(period) / 20);
+        let Some(first) = agreed else {
+            w.candidate = Some(period);
+            return 0;
+        };
+        // 32.32 fixed point, the larger period raised by a quarter (and
+        // one unit, against the division rounding down): the kernel lets
+        // `adjtimex` change the clock's rate by up to 10% through the tick
+        // length, plus the frequency offset and the slew of an offset
+        // correction.
+        let period = first.max(period);
+        let rate = period + period / 4 + 1;
+        // Another loop may have switched it off meanwhile: keep that.
+        match self
+            .rate
+            .compare_exchange(0, rate, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => rate,
+            Err(OFF) => 0,
+            Err(other) => other,
+        }
+    }
+
+    /// Whether the extrapolation is in use (for tests).
+    #[cfg(test)]
+    fn calibrated(&self) -> bool {
+        !matches!(self.rate.load(Ordering::Relaxed), 0 | OFF)
+    }
+}
+
+/// `src.monotonic()` bracketed by TSC readings on one CPU at most
+/// `MAX_GAP` apart (tried a few times).
+fn sample<S: Source>(src: &S) -> Option<Sample> {
+    (0..4).find_map(|_| {
+        let suspended = src.suspended();
+        let (ns, tscs) = bracket(src, || src.monotonic());
+        let (before, after, cpu) = tscs?;
+        Some(Sample {
+            ns,
+            before,
+            after,
+            cpu,
+            suspended,
+        })
+    })
+}
+
+/// `read()` between two TSC readings, and the readings (with their CPU)
+/// unless they are more than `MAX_GAP` apart or on two CPUs. The TSC
+/// before is read before the clock (the clock's own read of the TSC is
+/// fenced: it cannot run before an earlier instruction), so the clock was
+/// read at a TSC of at least `before` and, for the same reason, at most
+/// `after`.
+fn bracket<S: Source>(src: &S, read: impl FnOnce() -> u64) -> (u64, Option<(u64, u64, u32)>) {
+    let first = src.tsc();
+    let now = read();
+    let (Some((before, cpu)), Some((after, cpu2))) = (first, src.tsc()) else {
+        return (now, None);
+    };
+    let ok = cpu == cpu2 && after.wrapping_sub(before) <= MAX_GAP;
+    (now, ok.then_some((before, after, cpu)))
+}
 
 /// A clock for deadlines on one loop thread; see the module docs.
-pub(crate) struct DeadlineClock {
+pub(crate) struct DeadlineClock<S: Source = Machine> {
+    src: S,
     /// The TSC's period in ns, 32.32 fixed point, raised by a quarter; 0
     /// while not known (or switched off).
     rate: Cell<u64>,
-    /// A clock reading (the caller's ticks) and a TSC reading taken just
-    /// before it.
+    /// A clock reading (the caller's ticks), a TSC reading taken just
+    /// before it, and the CPU of that TSC reading.
     base: Cell<u64>,
     base_tsc: Cell<u64>,
+    base_cpu: Cell<u32>,
     /// Whether extrapolation may be used on this machine at all (false
     /// once switched off).
     enabled: Cell<bool>,
@@ -88,29 +368,41 @@ pub(crate) struct DeadlineClock {
 
 impl DeadlineClock {
     pub(crate) fn new() -> DeadlineClock {
+        DeadlineClock::with_source(Machine)
+    }
+}
+
+impl<S: Source> DeadlineClock<S> {
+    fn with_source(src: S) -> DeadlineClock<S> {
+        let enabled = src.calibration().available(&src);
         DeadlineClock {
+            src,
             rate: Cell::new(0),
             base: Cell::new(0),
             base_tsc: Cell::new(0),
-            enabled: Cell::new(imp::available()),
+            base_cpu: Cell::new(0),
+            enabled: Cell::new(enabled),
             used: Cell::new(false),
         }
     }
 
-    /// A reading of the clock, in the ticks `read` returns, that is never
-    /// earlier than `read()` at this moment and at most about 9 µs later.
+    /// A reading of the clock, in the ticks `read` returns (which must be
+    /// `CLOCK_MONOTONIC` less a constant), that is never earlier than
+    /// `read()` at this moment and at most about 9 µs later.
     #[inline]
     pub(crate) fn now(&self, read: impl FnOnce() -> u64) -> u64 {
         self.used.set(true);
         let rate = self.rate.get();
         if rate != 0 {
-            let dt = imp::tsc().wrapping_sub(self.base_tsc.get());
-            // A TSC behind the base wraps `dt` to a huge value, which
-            // fails the first test (and below 2^32 the product cannot
-            // lose bits to the cast).
-            let dns = ((dt as u128 * rate as u128) >> 32) as u64;
-            if dt < 1 << 32 && dns < WINDOW_NS {
-                return self.base.get() + dns + SLACK;
+            if let Some((tsc, cpu)) = self.src.tsc() {
+                let dt = tsc.wrapping_sub(self.base_tsc.get());
+                // A TSC behind the base wraps `dt` to a huge value, which
+                // fails the first test (and below 2^32 the product cannot
+                // lose bits to the cast).
+                let dns = ((dt as u128 * rate as u128) >> 32) as u64;
+                if cpu == self.base_cpu.get() && dt < 1 << 32 && dns < WINDOW_NS {
+                    return self.base.get() + dns + SLACK;
+                }
             }
         }
         if !self.enabled.get() {
@@ -139,17 +431,19 @@ impl DeadlineClock {
     /// off by any loop reaches this one at its next rebase.
     #[inline(never)]
     fn rebase(&self, read: impl FnOnce() -> u64) -> u64 {
-        let (now, tscs) = imp::bracket(read);
-        let Some((before, after)) = tscs else {
-            // Interrupted between the readings (or no TSC): no base this
-            // time; the next reading tries again.
-            if !imp::available() {
+        let cal = self.src.calibration();
+        let (now, tscs) = bracket(&self.src, read);
+        let Some((before, after, cpu)) = tscs else {
+            // Interrupted between the readings, moved between CPUs (or no
+            // TSC): no base this time (the old one stays good for its CPU
+            // and window); the next reading tries again.
+            if !cal.available(&self.src) {
                 self.enabled.set(false);
             }
             return now;
         };
         let rate = self.rate.get();
-        if rate != 0 {
+        if rate != 0 && cpu == self.base_cpu.get() {
             // The old base's extrapolation to `after` may not be earlier
             // than a clock read before `after`: if it is, the rule this
             // relies on failed (a clock slewed faster than the margin, a
@@ -164,226 +458,142 @@ impl DeadlineClock {
                     .saturating_add(((dt as u128 * rate as u128) >> 32) as u64)
                     .saturating_add(SLACK);
                 if now > predicted {
-                    imp::switch_off();
+                    cal.switch_off();
+                    cal.recheck_source(&self.src);
                 }
             }
         }
         // The clock was read at a TSC value at least `before`: from
-        // `before` on, extrapolating from `now` is never early.
+        // `before` on, on this CPU, extrapolating from `now` is never early.
         self.base.set(now);
         self.base_tsc.set(before);
-        self.set_rate();
-        now
-    }
-
-    fn set_rate(&self) {
-        let rate = imp::rate();
+        self.base_cpu.set(cpu);
+        cal.maybe_recheck(&self.src, before);
+        let rate = cal.rate(&self.src);
         self.rate.set(rate);
         // No rate: not calibrated yet, or switched off (then for good).
-        if rate == 0 && !imp::available() {
+        if rate == 0 && !cal.available(&self.src) {
             self.enabled.set(false);
         }
+        now
     }
 }
 
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom), not(shuttle)))]
-mod imp {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::OnceLock;
+/// The calibration of this process's real clocks.
+static MACHINE: Calibration = Calibration::new();
 
-    use super::CALIBRATE_NS;
-    use crate::runtime::monotonic_ns;
+/// The machine's clocks.
+pub(crate) struct Machine;
 
-    /// The calibrated rate (as `DeadlineClock::rate`); 0: not yet;
-    /// `OFF`: switched off.
-    static RATE: AtomicU64 = AtomicU64::new(0);
-    const OFF: u64 = u64::MAX;
-    /// TSC ticks a clock read may take between the two TSC readings around
-    /// it (a few hundred are usual); more means it was interrupted.
-    const MAX_GAP: u64 = 1 << 12;
-    /// The first bracketed clock reading (`CLOCK_MONOTONIC` ns and the TSC
-    /// just before and after it), if the clocksource is the TSC.
-    static START: OnceLock<Option<(u64, u64, u64)>> = OnceLock::new();
-    /// The TSC before which calibrating is not tried again (an estimate of
-    /// when `CALIBRATE_NS` will have passed, from the last try).
-    static NEXT_TRY: AtomicU64 = AtomicU64::new(0);
-
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(miri),
+    not(loom),
+    not(shuttle)
+))]
+impl Source for Machine {
     #[inline]
-    pub(super) fn tsc() -> u64 {
-        // SAFETY: `rdtsc` exists on every x86_64 CPU and only reads the
-        // time-stamp counter.
-        unsafe { core::arch::x86_64::_rdtsc() }
-    }
-
-    /// `read()` between two TSC readings, and the readings unless they
-    /// are more than `MAX_GAP` apart. The TSC before is read before the
-    /// clock (the clock's own read of the TSC is fenced: it cannot run
-    /// before an earlier instruction), so the clock was read at a TSC of
-    /// at least `before` and, for the same reason, at most `after`.
-    pub(super) fn bracket(read: impl FnOnce() -> u64) -> (u64, Option<(u64, u64)>) {
-        let before = tsc();
-        let now = read();
-        let after = tsc();
-        let ok = after.wrapping_sub(before) <= MAX_GAP;
-        (now, ok.then_some((before, after)))
-    }
-
-    fn start() -> Option<(u64, u64, u64)> {
-        *START.get_or_init(|| {
-            let source = std::fs::read_to_string(
-                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-            )
-            .unwrap_or_default();
-            if source.trim() != "tsc" {
-                return None;
-            }
-            (0..100).find_map(|_| match bracket(monotonic_ns) {
-                (ns, Some((before, after))) => Some((ns, before, after)),
-                _ => None,
-            })
-        })
-    }
-
-    pub(super) fn available() -> bool {
-        start().is_some() && RATE.load(Ordering::Relaxed) != OFF
-    }
-
-    /// The rate to use from now on (0 while not yet calibrated or off).
-    pub(super) fn rate() -> u64 {
-        match RATE.load(Ordering::Relaxed) {
-            OFF => 0,
-            0 => calibrate(),
-            r => r,
+    fn tsc(&self) -> Option<(u64, u32)> {
+        if !has_rdtscp() {
+            return None;
         }
+        let mut aux = 0u32;
+        // SAFETY: `rdtscp` exists on this CPU (checked above); it reads
+        // the time-stamp counter and `TSC_AUX` into `aux`, a valid u32.
+        let tsc = unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
+        Some((tsc, aux))
     }
 
-    /// Measures the TSC's period against the clock since `START`, once at
-    /// least `CALIBRATE_NS` have passed.
-    #[cold]
-    fn calibrate() -> u64 {
-        let Some((ns0, _, after0)) = start() else {
-            return 0;
-        };
-        // No clock read for it before 2^25 ticks (13 ms at 2.6 GHz), nor
-        // before the estimate the last try left.
-        let now = tsc();
-        let elapsed = now.wrapping_sub(after0);
-        if elapsed < 1 << 25 || now < NEXT_TRY.load(Ordering::Relaxed) {
-            return 0;
-        }
-        let (ns, Some((before, _))) = bracket(monotonic_ns) else {
-            return 0;
-        };
-        let ns = ns.saturating_sub(ns0);
-        // The ticks between the two clock reads are at least this many,
-        // so the period below is at least the true one.
-        let ticks = before.wrapping_sub(after0);
-        if ticks == 0 || ticks > 1 << 62 {
-            return 0;
-        }
-        if ns < CALIBRATE_NS {
-            // Try again once the rest of `CALIBRATE_NS` has passed, at the
-            // rate seen so far.
-            let rest = u128::from(CALIBRATE_NS - ns) * u128::from(ticks) / u128::from(ns.max(1));
-            NEXT_TRY.store(before.saturating_add(rest as u64), Ordering::Relaxed);
-            return 0;
-        }
-        // 32.32 fixed point, raised by a quarter (and one unit, against
-        // the division rounding down): the kernel lets `adjtimex` change
-        // the clock's rate by up to 10% through the tick length, plus the
-        // frequency offset and the slew of an offset correction.
-        let period = ((u128::from(ns) << 32) / u128::from(ticks)) as u64;
-        let rate = period + period / 4 + 1;
-        // Another loop may have calibrated meanwhile, or switched it off:
-        // keep what is there.
-        match RATE.compare_exchange(0, rate, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => rate,
-            Err(OFF) => 0,
-            Err(other) => other,
-        }
+    fn monotonic(&self) -> u64 {
+        crate::runtime::monotonic_ns()
     }
 
-    pub(super) fn switch_off() {
-        RATE.store(OFF, Ordering::Relaxed);
+    fn suspended(&self) -> u64 {
+        let boot = clock_ns(libc::CLOCK_BOOTTIME);
+        boot.wrapping_sub(self.monotonic())
     }
 
-    /// Whether the extrapolation is in use (for tests).
-    #[cfg(test)]
-    pub(super) fn calibrated() -> bool {
-        !matches!(RATE.load(Ordering::Relaxed), 0 | OFF)
+    fn tsc_clocksource(&self) -> bool {
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .is_ok_and(|s| s.trim() == "tsc")
     }
 
-    /// Whether this machine's clocksource is the TSC (for tests).
-    #[cfg(test)]
-    pub(super) fn tsc_clocksource() -> bool {
-        start().is_some()
+    fn calibration(&self) -> &Calibration {
+        &MACHINE
     }
 }
 
-#[cfg(not(all(target_arch = "x86_64", not(miri), not(loom), not(shuttle))))]
-mod imp {
-    pub(super) fn tsc() -> u64 {
+/// Whether the CPU has `rdtscp` (asked once).
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(miri),
+    not(loom),
+    not(shuttle)
+))]
+#[inline]
+fn has_rdtscp() -> bool {
+    use std::sync::atomic::AtomicU8;
+    static HAS: AtomicU8 = AtomicU8::new(0);
+    match HAS.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            // CPUID leaf 0x8000_0001, EDX bit 27: RDTSCP.
+            let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+            let has =
+                max >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 27) != 0;
+            HAS.store(if has { 1 } else { 2 }, Ordering::Relaxed);
+            has
+        }
+    }
+}
+
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(miri),
+    not(loom),
+    not(shuttle)
+))]
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill; the clocks asked for exist on
+    // every Linux this runs on.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+#[cfg(not(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(miri),
+    not(loom),
+    not(shuttle)
+)))]
+impl Source for Machine {
+    fn tsc(&self) -> Option<(u64, u32)> {
+        None
+    }
+    fn monotonic(&self) -> u64 {
+        crate::runtime::monotonic_ns()
+    }
+    fn suspended(&self) -> u64 {
         0
     }
-    pub(super) fn bracket(read: impl FnOnce() -> u64) -> (u64, Option<(u64, u64)>) {
-        (read(), None)
-    }
-    pub(super) fn available() -> bool {
+    fn tsc_clocksource(&self) -> bool {
         false
     }
-    pub(super) fn rate() -> u64 {
-        0
-    }
-    pub(super) fn switch_off() {}
-    #[cfg(test)]
-    pub(super) fn calibrated() -> bool {
-        false
-    }
-    #[cfg(test)]
-    pub(super) fn tsc_clocksource() -> bool {
-        false
+    fn calibration(&self) -> &Calibration {
+        &MACHINE
     }
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use crate::runtime::monotonic_ns;
-    use std::time::{Duration, Instant};
-
-    /// Until the calibration is done and 10,000 readings were
-    /// extrapolated (2 s at most: a throttled CI machine may stall the
-    /// thread for tens of ms), with a base taken at a "batch start" every
-    /// 16 readings: every reading is at least the clock read just before
-    /// it and at most 20 µs after the clock read just after it (the
-    /// documented bound is about 9 µs; an interrupt inside a bracket
-    /// discards that base, one just after it is on the test's side).
-    #[test]
-    fn never_early_and_at_most_microseconds_late() {
-        let clock = DeadlineClock::new();
-        let start = Instant::now();
-        let (mut fast, mut readings) = (0u64, 0u64);
-        while fast < 10_000 && start.elapsed() < Duration::from_secs(2) {
-            if readings % 16 == 0 {
-                let before = monotonic_ns();
-                let now = clock.batch_start(monotonic_ns);
-                assert!(now >= before);
-            }
-            let before = monotonic_ns();
-            let extrapolated = clock.rate.get() != 0;
-            let now = clock.now(monotonic_ns);
-            let after = monotonic_ns();
-            assert!(now >= before, "{} ns early", before - now);
-            assert!(now <= after + 20_000, "{} ns late", now - after);
-            fast += extrapolated as u64;
-            readings += 1;
-        }
-        if !imp::tsc_clocksource() {
-            assert_eq!(fast, 0);
-        } else if imp::available() {
-            // Not switched off (by this test's checks or another's).
-            assert!(imp::calibrated(), "not calibrated in 2 s");
-            assert!(fast >= 10_000, "{fast} of {readings} extrapolated in 2 s");
-        }
-    }
-}
+mod tests;
