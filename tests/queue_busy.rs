@@ -200,3 +200,224 @@ fn the_environment_variable_keeps_busy_mode_off() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
 }
+
+/// A queue made with `with_lanes_and_busy_mode(false)` never enters busy
+/// mode, however many lane items its consumer takes without a sleep.
+#[test]
+fn a_queue_with_busy_mode_off_never_enters_it() {
+    let mut q = DeliQueue::with_lanes_and_busy_mode(false);
+    let p = q.producer();
+    push_from_a_thread(p, 0..5000u32);
+    let got: Vec<u32> = std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)).collect();
+    assert_eq!(got, (0..5000).collect::<Vec<_>>());
+    assert!(!q.is_busy());
+}
+
+/// `membarrier`'s number on this architecture.
+const SYS_MEMBARRIER: u32 = libc::SYS_membarrier as u32;
+
+/// Installs, for every thread of the process, a seccomp filter whose
+/// answer to `membarrier` is `action` (everything else is allowed).
+/// False (with a SKIP line) if the kernel or a sandbox refuses.
+fn filter_membarrier(action: u32) -> bool {
+    const BPF_LD_W_ABS: u16 = 0x20;
+    const BPF_JMP_JEQ_K: u16 = 0x15;
+    const BPF_RET_K: u16 = 0x06;
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    let filter = [
+        // The syscall's number: `seccomp_data.nr`, at offset 0.
+        libc::sock_filter {
+            code: BPF_LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        libc::sock_filter {
+            code: BPF_JMP_JEQ_K,
+            jt: 0,
+            jf: 1,
+            k: SYS_MEMBARRIER,
+        },
+        libc::sock_filter {
+            code: BPF_RET_K,
+            jt: 0,
+            jf: 0,
+            k: action,
+        },
+        libc::sock_filter {
+            code: BPF_RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_ALLOW,
+        },
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: plain prctl; then seccomp(SET_MODE_FILTER, TSYNC) with a
+    // valid program that outlives the call (the kernel copies it).
+    let ok = unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+            && libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                libc::SECCOMP_FILTER_FLAG_TSYNC,
+                &prog as *const libc::sock_fprog,
+            ) == 0
+    };
+    if !ok {
+        println!(
+            "SKIP seccomp check: the filter was refused: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    ok
+}
+
+/// Runs this test binary's test `name` alone in a child process with
+/// `BUSY_TEST_CHILD` set; its exit status and output.
+fn child(name: &str) -> std::process::Output {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env("BUSY_TEST_CHILD", "1")
+        .env_remove("DELILOOP_NO_MEMBARRIER")
+        .output()
+        .unwrap()
+}
+
+/// The loop of `Looper::builder().busy_mode(busy)` takes 20,000 posts
+/// made from another thread before it runs (so without a sleep between),
+/// then quits safely; every post ran once.
+fn loop_takes_posts(busy: bool) {
+    use std::sync::atomic::AtomicUsize;
+    let looper = deliloop::Looper::builder().busy_mode(busy).build().unwrap();
+    let h = looper.handle();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    thread::spawn(move || {
+        for _ in 0..20_000 {
+            let r = r.clone();
+            h.post(move || {
+                r.fetch_add(1, Ordering::Relaxed);
+            })
+            .unwrap();
+        }
+        h.quit_safely();
+    })
+    .join()
+    .unwrap();
+    looper.run();
+    assert_eq!(ran.load(Ordering::Relaxed), 20_000);
+}
+
+/// A process whose seccomp policy kills it on `membarrier` (`SIGSYS`)
+/// runs a loop built with `busy_mode(false)`: it never makes the call.
+/// The same child with busy mode on is killed, which shows the filter
+/// bites.
+#[test]
+fn busy_mode_off_never_calls_membarrier() {
+    const RET_KILL_PROCESS: u32 = 0x8000_0000;
+    if let Some(mode) = std::env::var_os("BUSY_TEST_CHILD") {
+        if filter_membarrier(RET_KILL_PROCESS) {
+            loop_takes_posts(mode == "on");
+        }
+        return;
+    }
+    let off = child("busy_mode_off_never_calls_membarrier");
+    let stdout = String::from_utf8_lossy(&off.stdout);
+    assert!(
+        off.status.success(),
+        "busy mode off: the child failed: {stdout}"
+    );
+    if stdout.contains("SKIP") {
+        println!("{}", stdout.lines().find(|l| l.contains("SKIP")).unwrap());
+        return;
+    }
+    let on = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "busy_mode_off_never_calls_membarrier",
+            "--nocapture",
+        ])
+        .env("BUSY_TEST_CHILD", "on")
+        .env_remove("DELILOOP_NO_MEMBARRIER")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    if barrier_supported() {
+        assert_eq!(
+            on.status.signal(),
+            Some(libc::SIGSYS),
+            "busy mode on: {:?}",
+            on.status
+        );
+    }
+}
+
+/// A seccomp filter installed after start-up makes `membarrier` fail with
+/// `EPERM` (as after a restore by an older CRIU) while the queue is in
+/// busy mode: the consumer's next sleep check gives busy mode up for the
+/// process instead of aborting, every item pushed before and after comes
+/// out once and in order, and no queue enters the mode again.
+#[test]
+fn a_membarrier_refused_after_start_up_ends_busy_mode_and_loses_nothing() {
+    const RET_ERRNO_EPERM: u32 = 0x0005_0000 | libc::EPERM as u32;
+    if std::env::var_os("BUSY_TEST_CHILD").is_some() {
+        if !barrier_supported() {
+            return;
+        }
+        let mut q = DeliQueue::with_lanes();
+        let p = q.producer();
+        push_from_a_thread(p, 0..5000u32);
+        let mut got: Vec<u32> = std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)).collect();
+        assert!(q.is_busy());
+        if !filter_membarrier(RET_ERRNO_EPERM) {
+            return;
+        }
+        let p = q.producer();
+        let pusher = thread::spawn(move || {
+            for i in 5000..50_000u32 {
+                let _ = p.push(i, 0).unwrap();
+            }
+        });
+        // Sleep checks while the pusher runs: the first leaves the mode
+        // and meets the refusal.
+        while got.len() < 45_000 + 5000 {
+            match q.pop_due(0) {
+                Some(e) => got.push(e.item),
+                None => {
+                    if q.prepare_sleep(None) {
+                        q.wake();
+                    }
+                }
+            }
+            if got.len() % 1000 == 0 && q.prepare_sleep(None) {
+                q.wake();
+            }
+        }
+        pusher.join().unwrap();
+        assert!(!q.is_busy());
+        assert_eq!(got, (0..50_000).collect::<Vec<_>>(), "once each, in order");
+        // No queue enters the mode again.
+        let mut q2 = DeliQueue::with_lanes();
+        let p = q2.producer();
+        push_from_a_thread(p, 0..5000u32);
+        assert_eq!(std::iter::from_fn(|| q2.pop_due(0)).count(), 5000);
+        assert!(!q2.is_busy());
+        println!("busy mode given up");
+        return;
+    }
+    let out = child("a_membarrier_refused_after_start_up_ends_busy_mode_and_loses_nothing");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the child failed ({:?}): {stdout}",
+        out.status
+    );
+    if let Some(skip) = stdout.lines().find(|l| l.contains("SKIP")) {
+        println!("{skip}");
+    } else {
+        assert!(stdout.contains("busy mode given up"), "{stdout}");
+    }
+}
