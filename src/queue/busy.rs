@@ -56,9 +56,31 @@
 //!   made, the consumer never sets BUSY and every push publishes with the
 //!   `swap`. The process registers for the barrier when it makes its
 //!   first queue with lanes (registering may wait for an RCU grace
-//!   period), not on the loop's hot path. A sandbox that kills a process
-//!   for calling `membarrier` (a seccomp policy whose default is to kill)
-//!   needs the variable.
+//!   period), not on the loop's hot path, and asks the kernel
+//!   (`MEMBARRIER_CMD_QUERY`) whether the command exists, so a filter that
+//!   fakes success for every call is taken as "not there". A queue made
+//!   with busy mode off (`with_lanes_and_busy_mode(false)`) never
+//!   registers nor calls. A sandbox that kills a process for calling
+//!   `membarrier` (a seccomp policy whose default is to kill) needs one of
+//!   the two.
+//! * **A barrier that fails after the registration** (a restore by an
+//!   older CRIU, a seccomp filter installed later that makes the call
+//!   fail; ENOMEM that lasts) is retried once after registering again.
+//!   If that fails too, the consumer *gives up* busy mode for the process
+//!   ([`available`] says no from then on; a consumer that read yes just
+//!   before may still enter once, and pays its own failed leave). The
+//!   consumer has cleared BUSY, so every push that numbers itself from
+//!   then on publishes with the `swap`. What the barrier would have
+//!   guaranteed for the pushes already past their reload (a plain store
+//!   that may still sit in its CPU's store buffer) is then left to the
+//!   hardware's eventual visibility, which C11 states only as a "should":
+//!   a CPU drains its store buffer within nanoseconds while its thread
+//!   runs, and at the latest when the thread is switched out. So the
+//!   consumer yields for a grace of 200 µs, its next [`LOOKS_AFTER_GIVE_UP`]
+//!   sleep checks do not sleep (each reads every lane head again with an
+//!   RMW), and a drain reads the lanes a second time after another grace.
+//!   This path is outside what the loom models prove: they check its
+//!   bookkeeping, with the grace modelled as the call it replaces.
 //!
 //! The price is the barrier: 3-13 µs with another thread of the process
 //! running (BENCHMARKS.md), paid only when a consumer that took at least
@@ -87,8 +109,9 @@ pub(crate) const BUSY: u64 = 1 << 62;
 pub(crate) const ENTER_AFTER: u32 = if cfg!(loom) { 1 } else { 4096 };
 
 /// Enters busy mode on `order` unless the queue is closed or the barrier
-/// is not available; whether it entered.
-pub(crate) fn enter(order: &AtomicU64, closed: u64) -> bool {
+/// is not available; whether it entered. Sets `gave_up` if it left at once
+/// (closed meanwhile) and that leave's barrier failed.
+pub(crate) fn enter(order: &AtomicU64, closed: u64, gave_up: &mut bool) -> bool {
     if !available() {
         return false;
     }
@@ -96,28 +119,34 @@ pub(crate) fn enter(order: &AtomicU64, closed: u64) -> bool {
     if was & closed != 0 {
         // Closed meanwhile: a drain may come before the next leave, so
         // leave at once (pushes now hand their items back anyway).
-        leave(order);
+        *gave_up = !leave(order);
         return false;
     }
     true
 }
 
+/// Sleep checks after a give-up that do not sleep (design comment).
+pub(crate) const LOOKS_AFTER_GIVE_UP: u32 = 1024;
+
 /// Leaves busy mode: clears BUSY, then makes the barrier. Every lane push
 /// that published with a store is seen by the caller's later reads, or
-/// saw BUSY clear and took the fenced path.
-///
-/// A barrier that fails (a sandbox or a restore that took the
-/// registration away) is retried once after registering again; if that
-/// fails too, busy mode ends for the process ([`give_up`]): no consumer
-/// enters it again, so every later push publishes with the `swap`. The
-/// pushes that published with a store before the failure are then made
-/// visible by [`grace`] instead of the barrier.
-pub(crate) fn leave(order: &AtomicU64) {
+/// saw BUSY clear and took the fenced path. Returns false if the barrier
+/// failed and busy mode was given up: then the stores of pushes already
+/// done are left to the hardware's eventual visibility (design comment),
+/// and the caller looks again later.
+pub(crate) fn leave(order: &AtomicU64) -> bool {
     order.fetch_and(!BUSY, Ordering::AcqRel);
     if sys::barrier() || (sys::register() && sys::barrier()) {
-        return;
+        return true;
     }
     give_up();
+    grace();
+    false
+}
+
+/// Waits out the grace that stands in for a barrier that could not be made
+/// (design comment).
+pub(crate) fn grace() {
     sys::grace();
 }
 
@@ -159,13 +188,14 @@ mod sys {
 
     /// The process's answer: unknown, yes (registered), no (not
     /// available, refused, or given up). Stored with Release, loaded with
-    /// Acquire: a thread that reads NO after a give-up also sees what the
-    /// giving-up thread did before it.
+    /// Acquire; nothing else is published through it (a stale YES only
+    /// lets one more consumer enter, see the design comment).
     static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
     const UNKNOWN: u8 = 0;
     const YES: u8 = 1;
     const NO: u8 = 2;
 
+    const MEMBARRIER_CMD_QUERY: libc::c_long = 0;
     const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
     const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
 
@@ -179,7 +209,9 @@ mod sys {
             YES => true,
             NO => false,
             _ => {
-                let ok = std::env::var_os("DELILOOP_NO_MEMBARRIER").is_none() && register();
+                let ok = std::env::var_os("DELILOOP_NO_MEMBARRIER").is_none()
+                    && supported()
+                    && register();
                 // A give-up that raced this first registration wins.
                 let _ = STATE.compare_exchange(
                     UNKNOWN,
@@ -194,6 +226,15 @@ mod sys {
 
     pub(super) fn give_up() {
         STATE.store(NO, Ordering::Release);
+    }
+
+    /// Whether the kernel lists the command (`MEMBARRIER_CMD_QUERY`): a
+    /// filter that makes every call return 0 answers with no commands.
+    fn supported() -> bool {
+        // SAFETY: membarrier takes no pointers; QUERY returns the mask of
+        // supported commands, or -1.
+        let mask = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0) };
+        mask > 0 && mask & MEMBARRIER_CMD_PRIVATE_EXPEDITED != 0
     }
 
     /// Registers the process for the barrier (again); whether it worked.
@@ -238,14 +279,8 @@ mod sys {
         false
     }
 
-    /// Stands in for a barrier that could not be made, once per process:
-    /// yields for [`GRACE`]. A push that published with a plain store and
-    /// then read BUSY set issued its store before this call began; a CPU
-    /// drains its store buffer within nanoseconds while the thread runs,
-    /// and at the latest when the thread is switched out, so after the
-    /// grace the caller's reads see the store (the hardware's eventual
-    /// visibility, which C11 states as a "should"; the barrier is what
-    /// makes it a guarantee, and the grace is paid only once it is gone).
+    /// Stands in for a barrier that could not be made: yields for
+    /// [`GRACE`] (the design comment says what this rests on).
     pub(super) fn grace() {
         let start = Instant::now();
         while start.elapsed() < GRACE {
@@ -472,11 +507,12 @@ pub mod model {
 
     /// The consumer enters busy mode on `order` (an open queue's counter).
     pub fn enter(order: &AtomicU64) -> bool {
-        super::enter(order, crate::queue::lane::CLOSED)
+        super::enter(order, crate::queue::lane::CLOSED, &mut false)
     }
 
-    /// The consumer leaves busy mode: clears the bit, then the barrier.
-    pub fn leave(order: &AtomicU64) {
+    /// The consumer leaves busy mode: clears the bit, then the barrier;
+    /// false if the barrier failed and the mode was given up.
+    pub fn leave(order: &AtomicU64) -> bool {
         super::leave(order)
     }
 

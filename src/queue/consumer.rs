@@ -140,6 +140,9 @@ pub struct DeliQueue<T> {
     /// Whether this queue may enter busy mode at all
     /// ([`with_lanes_and_busy_mode`](Self::with_lanes_and_busy_mode)).
     busy_allowed: bool,
+    /// Sleep checks that still do not sleep after a failed leave of busy
+    /// mode; nonzero also makes a drain look twice (`busy.rs`).
+    looks_after_give_up: u32,
     /// The largest sum of the two limbos' lengths seen at a maintain or
     /// by a caller of `limbo_len`.
     limbo_sum_peak: std::cell::Cell<usize>,
@@ -229,6 +232,7 @@ impl<T> DeliQueue<T> {
             busy_takes: 0,
             busy_mode: false,
             busy_allowed: true,
+            looks_after_give_up: 0,
             limbo_sum_peak: std::cell::Cell::new(0),
             wake_claimed: false,
             lanes_busy: false,
@@ -435,7 +439,11 @@ impl<T> DeliQueue<T> {
     #[cold]
     fn enter_busy(&mut self) {
         if !self.busy_mode && self.busy_allowed {
-            self.busy_mode = busy::enter(&self.shared.home.order, lane::CLOSED);
+            let mut gave_up = false;
+            self.busy_mode = busy::enter(&self.shared.home.order, lane::CLOSED, &mut gave_up);
+            if gave_up {
+                self.gave_up_busy();
+            }
         }
     }
 
@@ -447,8 +455,18 @@ impl<T> DeliQueue<T> {
         self.busy_takes = 0;
         if self.busy_mode {
             self.busy_mode = false;
-            busy::leave(&self.shared.home.order);
+            if !busy::leave(&self.shared.home.order) {
+                self.gave_up_busy();
+            }
         }
+    }
+
+    /// A leave of busy mode whose barrier failed (busy mode is given up
+    /// for the process): the next sleep checks do not sleep, and a drain
+    /// looks twice (`busy.rs`, "A barrier that fails").
+    #[cold]
+    fn gave_up_busy(&mut self) {
+        self.looks_after_give_up = busy::LOOKS_AFTER_GIVE_UP;
     }
 
     /// The lanes' pick (`pick.rs`), holding back sync lanes' items from
@@ -640,26 +658,34 @@ impl<T> DeliQueue<T> {
         }
         if self.numbered {
             let heaps = out.len();
-            let to_drop = &mut self.to_drop;
-            self.lanes.drain(
-                &self.shared.home.registry,
-                |meta, n, item| {
-                    let info = ItemInfo::of_meta(&meta);
-                    let key = Key {
-                        when: meta.when,
-                        seq: n as i64,
-                    };
-                    out.push((
-                        key,
-                        Popped {
-                            item,
-                            when: info.when,
-                            info,
-                        },
-                    ));
-                },
-                |r| drop_removed(r, to_drop),
-            );
+            // After a failed barrier, a second look after a grace
+            // (`busy.rs`, "A barrier that fails").
+            let looks = if self.looks_after_give_up > 0 { 2 } else { 1 };
+            for look in 0..looks {
+                if look > 0 {
+                    busy::grace();
+                }
+                let to_drop = &mut self.to_drop;
+                self.lanes.drain(
+                    &self.shared.home.registry,
+                    |meta, n, item| {
+                        let info = ItemInfo::of_meta(&meta);
+                        let key = Key {
+                            when: meta.when,
+                            seq: n as i64,
+                        };
+                        out.push((
+                            key,
+                            Popped {
+                                item,
+                                when: info.when,
+                                info,
+                            },
+                        ));
+                    },
+                    |r| drop_removed(r, to_drop),
+                );
+            }
             // Each part is in order; merge them (a stable sort), if the
             // lanes gave anything.
             if out.len() > heaps {
@@ -687,6 +713,12 @@ impl<T> DeliQueue<T> {
         let held = self.sync_head_and_barrier().1;
         if self.numbered {
             self.leave_busy();
+            if self.looks_after_give_up > 0 {
+                // A store published before a failed barrier may not be
+                // visible yet: go round again instead of sleeping.
+                self.looks_after_give_up -= 1;
+                return false;
+            }
         }
         self.shared.wait.sleep(deadline, held.map(|k| k.when));
         if self.numbered {
@@ -1425,7 +1457,9 @@ impl<T: Send + 'static> DeliQueue<T> {
     /// when the first such queue is made; where the barrier is missing or
     /// refused, or fails after its registration (a restore by an older
     /// CRIU, a seccomp filter installed later that makes it fail), busy
-    /// mode ends for the process and nothing is lost or reordered. A
+    /// mode ends for the process and nothing is lost or reordered (for
+    /// pushes already published when it fails, this rests on the
+    /// hardware's eventual visibility: `busy.rs`). A
     /// seccomp filter that *kills* the process on `membarrier` (`SIGSYS`)
     /// is beyond what a library can survive: there, pass `false` (or set
     /// the variable).

@@ -247,8 +247,9 @@ impl Builder {
     /// Where the barrier is missing, refused or fails after its
     /// registration (an older CRIU's restore, a seccomp filter installed
     /// after start-up that makes the call fail), busy mode ends for the
-    /// process and nothing is lost or reordered
-    /// (`RELIABILITY.md`, "Busy mode degrades"). A seccomp filter that
+    /// process and nothing is lost or reordered (for pushes already
+    /// published when it fails, this rests on the hardware's eventual
+    /// visibility: `RELIABILITY.md`, "Busy mode degrades"). A seccomp filter that
     /// *kills* the process on `membarrier` (`SIGSYS`) is beyond what a
     /// library can survive: there, turn it off here, or set
     /// `DELILOOP_NO_MEMBARRIER` (read once, when the process makes its

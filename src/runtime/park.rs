@@ -86,6 +86,25 @@ impl Parker {
         }
     }
 
+    /// Sleeps until a wake-up, an I/O event, or `CLOCK_MONOTONIC` reaches
+    /// `at` (ns; `None`: no deadline). The timer is armed to the absolute
+    /// deadline, so the time between computing it and arming it does not
+    /// make the wake-up later.
+    pub(crate) fn park_until(&mut self, at: Option<u64>) {
+        match (at, &self.timer) {
+            (Some(at), Some(fd)) if arm_at(fd, at).is_ok() => {
+                self.armed = true;
+                self.poll_events(None);
+            }
+            (at, _) => {
+                let timeout = at.map(|at| {
+                    Duration::from_nanos(at.saturating_sub(crate::runtime::monotonic_ns()))
+                });
+                self.poll_events(timeout);
+            }
+        }
+    }
+
     /// Consumes pending readiness without blocking, so the epoll fd stops
     /// being readable until something new happens.
     pub(crate) fn drain_events(&mut self) {
@@ -102,6 +121,11 @@ impl Parker {
             }
             (t, _) => t,
         };
+        self.poll_events(poll_timeout);
+    }
+
+    /// One `epoll_wait`; drains the timer if it fired.
+    fn poll_events(&mut self, poll_timeout: Option<Duration>) {
         match self.poll.poll(&mut self.events, poll_timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -141,6 +165,35 @@ fn timerfd_create() -> io::Result<OwnedFd> {
 /// Arms the timer to fire once, `d` from now.
 fn arm(fd: &OwnedFd, d: Duration) -> io::Result<()> {
     arm_raw(fd, d.max(Duration::from_nanos(1)))
+}
+
+/// Arms the timer to fire once, when `CLOCK_MONOTONIC` reaches `at` ns (at
+/// once if that has passed).
+fn arm_at(fd: &OwnedFd, at: u64) -> io::Result<()> {
+    let at = at.max(1);
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: (at / 1_000_000_000).min(i64::MAX as u64 / 2) as libc::time_t,
+            tv_nsec: (at % 1_000_000_000) as libc::c_long,
+        },
+    };
+    // SAFETY: `fd` is a valid timerfd and `spec` a valid itimerspec.
+    let r = unsafe {
+        libc::timerfd_settime(
+            fd.as_raw_fd(),
+            libc::TFD_TIMER_ABSTIME,
+            &spec,
+            std::ptr::null_mut(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Sets the timer: once, `d` from now; `d == 0` disarms it.

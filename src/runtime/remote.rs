@@ -150,6 +150,11 @@ impl Remote {
         monotonic_ns().saturating_sub(self.origin_ns)
     }
 
+    /// `CLOCK_MONOTONIC` (ns) at `ticks`.
+    pub(crate) fn monotonic_of(&self, ticks: u64) -> u64 {
+        ticks.saturating_add(self.origin_ns)
+    }
+
     /// `now + delay`, saturating: `Duration::MAX` is "never".
     pub(crate) fn ticks_after(&self, delay: Duration) -> u64 {
         self.ticks_after_from(self.now_ticks(), delay)

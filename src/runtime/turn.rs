@@ -117,10 +117,11 @@ impl Core {
             return;
         }
         drop(queue);
-        let sleep = wake_at.map(|w| Duration::from_nanos(w.saturating_sub(self.now_ticks())));
         Counters::bump(&self.counters.parks);
-        self.trace_park(self.now_ticks());
-        self.parker.borrow_mut().park(sleep);
+        self.trace_park(now);
+        self.parker
+            .borrow_mut()
+            .park_until(wake_at.map(|w| self.remote.monotonic_of(w)));
         self.io_deliver();
         self.queue.borrow_mut().wake();
     }

@@ -21,10 +21,16 @@
 //!   TSC reading after the clock read closes the bracket: a base whose two
 //!   TSC readings are more than `MAX_GAP` apart (an interrupt between
 //!   them) or were read on two CPUs is not used. A reading is extrapolated
-//!   only on the CPU its base was read on: a thread moved to a CPU whose
-//!   TSC lags (the kernel's TSC sync check off, or the TSC marked unstable
-//!   at run time) takes a new base there instead of reading early. The
-//!   loop takes a base with its clock read at the start of each batch
+//!   only on the CPU its base was read on: a thread moved to another CPU
+//!   takes a new base there. That keeps a TSC that lags another CPU's from
+//!   being compared with a base read on that other CPU, but the contract
+//!   still needs the CPUs' TSCs in step to within the margin, which is
+//!   what the kernel's choice of `tsc` as its clocksource says (it checks
+//!   them at boot and watches them): the clock read itself may run on a
+//!   TSC ahead of the one the extrapolation later reads (the vDSO never
+//!   lets the clock go back, so it may hold a reading at a faster CPU's
+//!   value). Skew beyond the margin is found only after the fact, by the
+//!   rebase check below. The loop takes a base with its clock read at the start of each batch
 //!   after one that asked for deadlines, and again when a reading finds
 //!   the base older than `WINDOW_NS`, on another CPU, or behind the TSC
 //!   (a TSC reset).
@@ -32,21 +38,23 @@
 //!   raised by a quarter: more than `adjtimex` may change the clock's rate
 //!   (10% through the tick length, plus the frequency offset and an offset
 //!   correction's slew), so the extrapolation never runs slower than the
-//!   clock. The period is measured process-wide ([`Calibration`]) over a
-//!   window of `CALIBRATE_NS` to `MAX_WINDOW_NS`, on one CPU, with
+//!   clock. The period is measured by each loop's clock over a window of `CALIBRATE_NS` to `MAX_WINDOW_NS`, on one CPU, with
 //!   `CLOCK_BOOTTIME - CLOCK_MONOTONIC` unchanged across it: the TSC counts
 //!   through a suspend while `CLOCK_MONOTONIC` does not, so a window with a
 //!   suspend in it (or one too long to tell) is dropped and a new one
-//!   started. A period is stored only if its frequency lies between 0.5
-//!   and 10 GHz and a second window's period is within 5% of it (the
-//!   larger of the two is used).
-//! * `SLACK` (1 µs): an unfenced TSC read may execute ahead of earlier
-//!   instructions, by at most the out-of-order window; a fenced one costs
-//!   as much as the clock read it replaces.
+//!   started. A period is stored for the process ([`Calibration`]) only
+//!   if its frequency lies between 0.5 and 10 GHz and a second window's
+//!   period (of any loop) is within 5% of it (the larger of the two is
+//!   used).
+//! * `SLACK` (1 µs): a margin on top. `rdtscp` waits for earlier
+//!   instructions to execute, so the read cannot run ahead of what this
+//!   thread has done; the slack covers the vDSO's own rounding when it
+//!   turns TSC ticks into ns.
 //!
 //! So the figure is never earlier than the clock, and later by at most a
 //! fifth of `WINDOW_NS` (the window is counted in raised ns), plus `SLACK`,
-//! plus a bracket's gap (`MAX_GAP` ticks): about 9 µs. A sleep made on the
+//! plus a bracket's gap (`MAX_GAP` ticks): about 9 µs with a 3 GHz TSC,
+//! at most about 17 µs at 0.5 GHz. A sleep made on the
 //! loop thread fires that much later at most, less than the loop's own
 //! wake-up latency. A deadline is the only use: whether a timer is *due*
 //! is always judged against real clock readings.
@@ -56,19 +64,23 @@
 //! slewed faster than the margin, a TSC that stopped or jumped while the
 //! kernel had switched to another clocksource), extrapolation is switched
 //! off for the whole process and every reading is a `clock_gettime`
-//! again. The clocksource is read again at most once a second (at a
-//! rebase) and at every failed check; once it is no longer `tsc`,
-//! extrapolation is switched off for good. A suspend after calibration
-//! cannot make a reading early: the TSC only runs ahead of the clock
-//! then, and the first reading after it finds its base too old.
+//! again. The clocksource is read again at a rebase at least a second
+//! after the last read (a failed read keeps the last answer); once it is
+//! no longer `tsc`, extrapolation is switched off for good. Between the
+//! kernel's switch and that read, only the rebase check guards the
+//! readings. A suspend after calibration cannot make a reading early: the
+//! TSC only runs ahead of the clock then, and the first reading after it
+//! finds its base too old. Brackets that keep failing (a TSC read that
+//! traps to a hypervisor) switch this loop's clock to plain clock reads.
 //!
 //! Only the loop thread uses a `DeadlineClock` (its fields are `Cell`s).
 //! The calibration is shared through process-wide atomics, read with
 //! `Relaxed` (a stale value only delays the switch to the fast path or
 //! off it), and a lock that is only ever tried, never waited for; they
 //! are plain `std` types, not part of any protocol the models check.
-//! Elsewhere (other architectures, a CPU without `rdtscp`, Miri, loom,
-//! shuttle, another clocksource) every reading is a clock read.
+//! Elsewhere (other architectures, a CPU without `rdtscp` or whose
+//! `TSC_AUX` does not name the CPU, Miri, loom, shuttle, another
+//! clocksource) every reading is a clock read.
 //!
 //! The hardware is behind [`Source`], so the unit tests below feed the
 //! same code scripted readings: a suspend inside and after the
@@ -90,9 +102,11 @@ const MAX_WINDOW_NS: u64 = 1_000_000_000;
 /// `CLOCK_BOOTTIME - CLOCK_MONOTONIC` may differ by this much between two
 /// reads without a suspend (the two clocks are read one after the other).
 const SUSPEND_TOLERANCE_NS: u64 = 100_000;
-/// The clocksource is read again after this many TSC ticks: more than a
-/// second at any frequency the calibration accepts below 8.5 GHz.
-const SOURCE_RECHECK_TICKS: u64 = 1 << 33;
+/// The clocksource is read again at a rebase this long after the last
+/// read.
+const SOURCE_RECHECK_NS: u64 = 1_000_000_000;
+/// Brackets that fail in a row before a loop's clock stops trying.
+const MAX_FAILED_BRACKETS: u32 = 64;
 /// Added to every extrapolated reading: an unfenced TSC read may execute
 /// ahead of the instructions before it, by at most the out-of-order
 /// window (hundreds of ns), so it may read a TSC from just before
@@ -118,8 +132,9 @@ pub(crate) trait Source {
     /// `CLOCK_BOOTTIME - CLOCK_MONOTONIC`, in ns: grows by the time spent
     /// suspended.
     fn suspended(&self) -> u64;
-    /// Whether the kernel keeps time with the TSC (its clocksource).
-    fn tsc_clocksource(&self) -> bool;
+    /// Whether the kernel keeps time with the TSC (its clocksource);
+    /// `None` if it could not be read.
+    fn tsc_clocksource(&self) -> Option<bool>;
     /// The calibration this source's clocks share.
     fn calibration(&self) -> &Calibration;
 }
@@ -128,27 +143,23 @@ pub(crate) trait Source {
 pub(crate) struct Calibration {
     /// As [`DeadlineClock::rate`]; 0: not yet; `OFF`: switched off.
     rate: AtomicU64,
-    /// The TSC when the clocksource was last read, and what it said
-    /// (bit 0 of `source`: read; bit 1: `tsc`).
+    /// When the clocksource was last read (the caller's ticks), and what it
+    /// said (bit 0 of `source`: read; bit 1: `tsc`).
     source_at: AtomicU64,
     source: AtomicU64,
     /// The calibration's windows; only ever tried, never waited for.
     windows: Mutex<Windows>,
 }
 
-/// The calibration's state between windows.
-#[derive(Default)]
+/// The calibration's shared state between windows.
 struct Windows {
-    /// The bracketed reading the current window started at.
-    start: Option<Sample>,
-    /// The period the last window measured, waiting for a second.
+    /// The period the last window (of any loop) measured, waiting for a
+    /// second.
     candidate: Option<u64>,
-    /// The TSC before which the next look is not worth a clock read.
-    next_try: u64,
 }
 
 /// A clock reading bracketed by TSC readings on one CPU.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Sample {
     ns: u64,
     before: u64,
@@ -163,11 +174,7 @@ impl Calibration {
             rate: AtomicU64::new(0),
             source_at: AtomicU64::new(0),
             source: AtomicU64::new(0),
-            windows: Mutex::new(Windows {
-                start: None,
-                candidate: None,
-                next_try: 0,
-            }),
+            windows: Mutex::new(Windows { candidate: None }),
         }
     }
 
@@ -187,30 +194,36 @@ impl Calibration {
         self.recheck_source(src)
     }
 
+    /// Reads the clocksource; a failed read keeps the last answer (or,
+    /// with none, counts as "not `tsc`").
     #[cold]
     fn recheck_source<S: Source>(&self, src: &S) -> bool {
-        let tsc = src.tsc_clocksource();
+        let known = self.source.load(Ordering::Relaxed);
+        let tsc = match src.tsc_clocksource() {
+            Some(tsc) => tsc,
+            None if known & 1 != 0 => known & 2 != 0,
+            None => false,
+        };
         self.source
             .store(1 | if tsc { 2 } else { 0 }, Ordering::Relaxed);
-        if let Some((tsc, _)) = src.tsc() {
-            self.source_at.store(tsc, Ordering::Relaxed);
-        }
         if !tsc {
             self.switch_off();
         }
         tsc
     }
 
-    /// At a rebase, with the base's TSC: reads the clocksource again if
-    /// the last read is `SOURCE_RECHECK_TICKS` old (or the TSC went back).
+    /// At a rebase, with its clock reading: reads the clocksource again if
+    /// the last read is `SOURCE_RECHECK_NS` old (the first call only
+    /// notes the time).
     #[inline]
-    fn maybe_recheck<S: Source>(&self, src: &S, tsc: u64) {
+    fn maybe_recheck<S: Source>(&self, src: &S, now: u64) {
         let at = self.source_at.load(Ordering::Relaxed);
-        if tsc.wrapping_sub(at) >= SOURCE_RECHECK_TICKS
+        if now.wrapping_sub(at) >= SOURCE_RECHECK_NS
             && self
                 .source_at
-                .compare_exchange(at, tsc, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(at, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
+            && at != 0
         {
             self.recheck_source(src);
         }
@@ -220,11 +233,12 @@ impl Calibration {
         self.rate.store(OFF, Ordering::Relaxed);
     }
 
-    /// The rate to use from now on (0 while not yet calibrated or off).
-    fn rate<S: Source>(&self, src: &S) -> u64 {
+    /// The rate to use from now on (0 while not yet calibrated or off);
+    /// `window`: the asking clock's calibration window.
+    fn rate<S: Source>(&self, src: &S, window: &Window) -> u64 {
         match self.rate.load(Ordering::Relaxed) {
             OFF => 0,
-            0 => self.calibrate(src),
+            0 => self.calibrate(src, window),
             r => r,
         }
     }
@@ -232,12 +246,9 @@ impl Calibration {
     /// One step of the calibration: starts a window, or ends one that is
     /// long enough (see the module docs for what makes a window count).
     #[cold]
-    fn calibrate<S: Source>(&self, src: &S) -> u64 {
-        let Ok(mut w) = self.windows.try_lock() else {
-            return 0;
-        };
-        let Some(start) = w.start else {
-            w.start = sample(src);
+    fn calibrate<S: Source>(&self, src: &S, window: &Window) -> u64 {
+        let Some(start) = window.start.get() else {
+            window.start.set(sample(src));
             return 0;
         };
         // No clock read before 2^25 ticks (13 ms at 2.6 GHz), nor before
@@ -245,7 +256,8 @@ impl Calibration {
         let Some((now, _)) = src.tsc() else {
             return 0;
         };
-        if now.wrapping_sub(start.after) < 1 << 25 || now < w.next_try {
+        let waited = now.wrapping_sub(start.after);
+        if waited < 1 << 25 || waited < window.wait.get() {
             return 0;
         }
         let Some(end) = sample(src) else {
@@ -263,23 +275,32 @@ impl Calibration {
         {
             // Another CPU, a suspend, a window too long, a TSC reset: a
             // new window from here.
-            w.start = Some(end);
-            w.next_try = 0;
+            window.start.set(Some(end));
+            window.wait.set(0);
             return 0;
         }
         if ns < CALIBRATE_NS {
             // Try again once the rest of `CALIBRATE_NS` has passed, at the
-            // rate seen so far.
+            // rate seen so far (no later than a whole window, so a suspend
+            // in `ticks` cannot put the next look off for long).
             let rest = u128::from(CALIBRATE_NS - ns) * u128::from(ticks) / u128::from(ns.max(1));
-            w.next_try = end.before.saturating_add(rest as u64);
+            let cap = u128::from(MAX_WINDOW_NS) * u128::from(ticks) / u128::from(ns.max(1));
+            let wait = u128::from(ticks) + rest.min(cap);
+            window.wait.set(u64::try_from(wait).unwrap_or(u64::MAX));
             return 0;
         }
         let period = ((u128::from(ns) << 32) / u128::from(ticks)).min(u128::from(u64::MAX)) as u64;
-        w.start = Some(end);
-        w.next_try = 0;
+        window.start.set(Some(end));
+        window.wait.set(0);
+        // The shared part: never waited for (a poisoned lock is used as
+        // is; nothing in it can be left half-written).
+        let mut w = match self.windows.try_lock() {
+            Ok(w) => w,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return 0,
+        };
         if !(MIN_PERIOD..=MAX_PERIOD).contains(&period) {
             w.candidate = None;
-            self.recheck_source(src);
             return 0;
         }
         let agreed = w
@@ -314,6 +335,16 @@ impl Calibration {
     }
 }
 
+/// One clock's calibration window.
+#[derive(Default)]
+struct Window {
+    /// The bracketed reading the window started at.
+    start: Cell<Option<Sample>>,
+    /// TSC ticks from the start before the next look is worth a clock
+    /// read.
+    wait: Cell<u64>,
+}
+
 /// `src.monotonic()` bracketed by TSC readings on one CPU at most
 /// `MAX_GAP` apart (tried a few times).
 fn sample<S: Source>(src: &S) -> Option<Sample> {
@@ -321,6 +352,10 @@ fn sample<S: Source>(src: &S) -> Option<Sample> {
         let suspended = src.suspended();
         let (ns, tscs) = bracket(src, || src.monotonic());
         let (before, after, cpu) = tscs?;
+        // A suspend between the two reads of the offset: try again.
+        if src.suspended().abs_diff(suspended) > SUSPEND_TOLERANCE_NS {
+            return None;
+        }
         Some(Sample {
             ns,
             before,
@@ -364,6 +399,10 @@ pub(crate) struct DeadlineClock<S: Source = Machine> {
     /// A reading was asked for since the last batch started: the next
     /// batch's clock read also takes a base.
     used: Cell<bool>,
+    /// Brackets that failed in a row.
+    failed: Cell<u32>,
+    /// This clock's calibration window.
+    window: Window,
 }
 
 impl DeadlineClock {
@@ -383,6 +422,8 @@ impl<S: Source> DeadlineClock<S> {
             base_cpu: Cell::new(0),
             enabled: Cell::new(enabled),
             used: Cell::new(false),
+            failed: Cell::new(0),
+            window: Window::default(),
         }
     }
 
@@ -436,12 +477,15 @@ impl<S: Source> DeadlineClock<S> {
         let Some((before, after, cpu)) = tscs else {
             // Interrupted between the readings, moved between CPUs (or no
             // TSC): no base this time (the old one stays good for its CPU
-            // and window); the next reading tries again.
-            if !cal.available(&self.src) {
+            // and window); the next reading tries again, up to a point.
+            self.failed.set(self.failed.get() + 1);
+            if self.failed.get() >= MAX_FAILED_BRACKETS || !cal.available(&self.src) {
                 self.enabled.set(false);
+                self.rate.set(0);
             }
             return now;
         };
+        self.failed.set(0);
         let rate = self.rate.get();
         if rate != 0 && cpu == self.base_cpu.get() {
             // The old base's extrapolation to `after` may not be earlier
@@ -459,7 +503,6 @@ impl<S: Source> DeadlineClock<S> {
                     .saturating_add(SLACK);
                 if now > predicted {
                     cal.switch_off();
-                    cal.recheck_source(&self.src);
                 }
             }
         }
@@ -468,8 +511,8 @@ impl<S: Source> DeadlineClock<S> {
         self.base.set(now);
         self.base_tsc.set(before);
         self.base_cpu.set(cpu);
-        cal.maybe_recheck(&self.src, before);
-        let rate = cal.rate(&self.src);
+        cal.maybe_recheck(&self.src, now);
+        let rate = cal.rate(&self.src, &self.window);
         self.rate.set(rate);
         // No rate: not calibrated yet, or switched off (then for good).
         if rate == 0 && !cal.available(&self.src) {
@@ -514,9 +557,10 @@ impl Source for Machine {
         boot.wrapping_sub(self.monotonic())
     }
 
-    fn tsc_clocksource(&self) -> bool {
+    fn tsc_clocksource(&self) -> Option<bool> {
         std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-            .is_ok_and(|s| s.trim() == "tsc")
+            .ok()
+            .map(|s| s.trim() == "tsc")
     }
 
     fn calibration(&self) -> &Calibration {
@@ -524,7 +568,10 @@ impl Source for Machine {
     }
 }
 
-/// Whether the CPU has `rdtscp` (asked once).
+/// Whether the CPU has `rdtscp` and the kernel keeps the CPU's number in
+/// `TSC_AUX` (its low 12 bits; asked once): the number is checked against
+/// the `getcpu` system call (not the vDSO, which may read `TSC_AUX`
+/// itself), a few times in case the thread moves between the two.
 #[cfg(all(
     target_arch = "x86_64",
     target_os = "linux",
@@ -542,8 +589,26 @@ fn has_rdtscp() -> bool {
         _ => {
             // CPUID leaf 0x8000_0001, EDX bit 27: RDTSCP.
             let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
-            let has =
-                max >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 27) != 0;
+            let has = max >= 0x8000_0001
+                && core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 27) != 0
+                && (0..8).any(|_| {
+                    let mut aux = 0u32;
+                    // SAFETY: `rdtscp` exists (checked just before); it
+                    // writes `TSC_AUX` into `aux`, a valid u32.
+                    unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
+                    let mut cpu = 0u32;
+                    // SAFETY: getcpu writes one u32 through the first
+                    // pointer; the others may be null.
+                    let r = unsafe {
+                        libc::syscall(
+                            libc::SYS_getcpu,
+                            &mut cpu as *mut u32,
+                            std::ptr::null_mut::<u32>(),
+                            std::ptr::null_mut::<libc::c_void>(),
+                        )
+                    };
+                    r == 0 && aux & 0xfff == cpu
+                });
             HAS.store(if has { 1 } else { 2 }, Ordering::Relaxed);
             has
         }
@@ -587,8 +652,8 @@ impl Source for Machine {
     fn suspended(&self) -> u64 {
         0
     }
-    fn tsc_clocksource(&self) -> bool {
-        false
+    fn tsc_clocksource(&self) -> Option<bool> {
+        Some(false)
     }
     fn calibration(&self) -> &Calibration {
         &MACHINE
