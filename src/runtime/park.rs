@@ -124,19 +124,15 @@ impl Parker {
         self.poll_events(poll_timeout);
     }
 
-    /// One `epoll_wait`; drains the timer if it fired.
+    /// One `epoll_wait`. A timer that fired is not read: the timerfd is
+    /// registered edge-triggered (as every mio source), so its expiry is
+    /// reported once and leaves the epoll fd's ready list when harvested,
+    /// and the next `timerfd_settime` resets its count.
     fn poll_events(&mut self, poll_timeout: Option<Duration>) {
         match self.poll.poll(&mut self.events, poll_timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => panic!("deliloop: epoll_wait failed: {e}"),
-        }
-        for event in self.events.iter() {
-            if event.token() == TIMER {
-                if let Some(fd) = &self.timer {
-                    drain(fd);
-                }
-            }
         }
     }
 }
@@ -214,11 +210,4 @@ fn arm_raw(fd: &OwnedFd, d: Duration) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// Reads the expiration count so the fd is no longer readable.
-fn drain(fd: &OwnedFd) {
-    let mut buf = [0u8; 8];
-    // SAFETY: reading 8 bytes into an 8-byte buffer from a valid fd.
-    let _ = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
 }
