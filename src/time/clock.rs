@@ -3,9 +3,11 @@
 //!
 //! # Design
 //!
-//! `sleep(d)` must read the clock: its deadline is `now + d`. A bare
-//! `rdtscp` costs less than half of a `clock_gettime(CLOCK_MONOTONIC)`
-//! through the vDSO (BENCHMARKS.md, rows E1 and E2). When the kernel keeps
+//! `sleep(d)` must read the clock: its deadline is `now + d`. A TSC read
+//! with the CPU it was read on (`rdpid`, `rdtsc`, `rdpid`; or `rdtscp`
+//! where the CPU has no `rdpid`) costs less than half of a
+//! `clock_gettime(CLOCK_MONOTONIC)` through the vDSO (BENCHMARKS.md, rows
+//! E1 and E2). When the kernel keeps
 //! its own time with the TSC (clocksource `tsc`, which it chooses only for
 //! a constant-rate TSC that it found synchronised across CPUs), the clock
 //! can be extrapolated from a TSC reading:
@@ -15,8 +17,8 @@
 //! ```
 //!
 //! * `(base, base_tsc, base_cpu)`: a clock reading, a TSC reading taken
-//!   just before it and the CPU that TSC was read on (`rdtscp`'s
-//!   `TSC_AUX`). The clock's own TSC read is fenced, so it cannot run
+//!   just before it and the CPU that TSC was read on (`TSC_AUX`, which
+//!   Linux sets to the CPU's number). The clock's own TSC read is fenced, so it cannot run
 //!   before ours: the clock was read at a TSC of at least `base_tsc`. A
 //!   TSC reading after the clock read closes the bracket: a base whose two
 //!   TSC readings are more than `MAX_GAP` apart (an interrupt between
@@ -46,10 +48,9 @@
 //!   if its frequency lies between 0.5 and 10 GHz and a second window's
 //!   period (of any loop) is within 5% of it (the larger of the two is
 //!   used).
-//! * `SLACK` (1 µs): a margin on top. `rdtscp` waits for earlier
-//!   instructions to execute, so the read cannot run ahead of what this
-//!   thread has done; the slack covers the vDSO's own rounding when it
-//!   turns TSC ticks into ns.
+//! * `SLACK` (1 µs): an unfenced `rdtsc` may execute ahead of earlier
+//!   instructions, by at most the out-of-order window; a fenced one costs
+//!   as much as the clock read it replaces.
 //!
 //! So the figure is never earlier than the clock, and later by at most a
 //! fifth of `WINDOW_NS` (the window is counted in raised ns), plus `SLACK`,
@@ -78,7 +79,7 @@
 //! `Relaxed` (a stale value only delays the switch to the fast path or
 //! off it), and a lock that is only ever tried, never waited for; they
 //! are plain `std` types, not part of any protocol the models check.
-//! Elsewhere (other architectures, a CPU without `rdtscp` or whose
+//! Elsewhere (other architectures, a CPU without `rdpid` or `rdtscp`, or whose
 //! `TSC_AUX` does not name the CPU, Miri, loom, shuttle, another
 //! clocksource) every reading is a clock read.
 //!
@@ -125,7 +126,8 @@ const MAX_PERIOD: u64 = 2 << 32;
 /// What the clock reads: the machine, or a unit test's script.
 pub(crate) trait Source {
     /// The TSC and the CPU it was read on; `None` where there is no usable
-    /// TSC (no `rdtscp`, another architecture).
+    /// TSC (no `rdpid` or `rdtscp`, another architecture). The CPU is
+    /// `NO_CPU` if the thread moved during the reading.
     fn tsc(&self) -> Option<(u64, u32)>;
     /// `CLOCK_MONOTONIC`, in ns.
     fn monotonic(&self) -> u64;
@@ -378,7 +380,7 @@ fn bracket<S: Source>(src: &S, read: impl FnOnce() -> u64) -> (u64, Option<(u64,
     let (Some((before, cpu)), Some((after, cpu2))) = (first, src.tsc()) else {
         return (now, None);
     };
-    let ok = cpu == cpu2 && after.wrapping_sub(before) <= MAX_GAP;
+    let ok = cpu == cpu2 && cpu != NO_CPU && after.wrapping_sub(before) <= MAX_GAP;
     (now, ok.then_some((before, after, cpu)))
 }
 
@@ -538,14 +540,32 @@ pub(crate) struct Machine;
 impl Source for Machine {
     #[inline]
     fn tsc(&self) -> Option<(u64, u32)> {
-        if !has_rdtscp() {
-            return None;
+        match tsc_mode() {
+            TscMode::Rdpid => {
+                // The CPU before and after an unfenced `rdtsc`: the thread
+                // can only move between CPUs at an interrupt, which splits
+                // the instruction stream, so equal answers put the TSC
+                // read on that CPU (or on one it left and came back to
+                // between them: the TSCs are in step to within the margin
+                // anyway, as the module docs say). Unequal: `NO_CPU`,
+                // which matches no base.
+                let before = rdpid();
+                // SAFETY: `rdtsc` exists on every x86_64 CPU and only
+                // reads the time-stamp counter.
+                let tsc = unsafe { core::arch::x86_64::_rdtsc() };
+                let cpu = if rdpid() == before { before } else { NO_CPU };
+                Some((tsc, cpu))
+            }
+            TscMode::Rdtscp => {
+                let mut aux = 0u32;
+                // SAFETY: `rdtscp` exists on this CPU (`tsc_mode` checked
+                // it); it reads the time-stamp counter and `TSC_AUX` into
+                // `aux`, a valid u32.
+                let tsc = unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
+                Some((tsc, aux))
+            }
+            TscMode::None => None,
         }
-        let mut aux = 0u32;
-        // SAFETY: `rdtscp` exists on this CPU (checked above); it reads
-        // the time-stamp counter and `TSC_AUX` into `aux`, a valid u32.
-        let tsc = unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
-        Some((tsc, aux))
     }
 
     fn monotonic(&self) -> u64 {
@@ -568,10 +588,53 @@ impl Source for Machine {
     }
 }
 
-/// Whether the CPU has `rdtscp` and the kernel keeps the CPU's number in
-/// `TSC_AUX` (its low 12 bits; asked once): the number is checked against
-/// the `getcpu` system call (not the vDSO, which may read `TSC_AUX`
-/// itself), a few times in case the thread moves between the two.
+/// How this CPU reads the TSC with the CPU it was read on.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(miri),
+    not(loom),
+    not(shuttle)
+))]
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TscMode {
+    /// `rdpid`, `rdtsc`, `rdpid`: `rdpid` costs a cycle or two where
+    /// `rdtscp` waits for every earlier instruction (BENCHMARKS.md, "The
+    /// deadline clock after review").
+    Rdpid,
+    /// `rdtscp`.
+    Rdtscp,
+    /// Neither, or `TSC_AUX` does not hold the CPU's number: no
+    /// extrapolation.
+    None,
+}
+
+/// A CPU number no base has (the thread moved during a reading).
+const NO_CPU: u32 = u32::MAX;
+
+/// `rdpid`: `TSC_AUX`, which Linux sets to `(node << 12) | cpu`.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(miri),
+    not(loom),
+    not(shuttle)
+))]
+#[inline(always)]
+fn rdpid() -> u32 {
+    let aux: u64;
+    // SAFETY: only called where CPUID reports RDPID (`tsc_mode`); it reads
+    // `TSC_AUX` into a register and touches nothing else.
+    unsafe { std::arch::asm!("rdpid {}", out(reg) aux, options(nomem, nostack, preserves_flags)) };
+    aux as u32
+}
+
+/// How to read the TSC and its CPU here (asked once): `rdpid` where
+/// CPUID reports it (leaf 7, ECX bit 22), else `rdtscp` (leaf
+/// 0x8000_0001, EDX bit 27), and only if the kernel keeps the CPU's
+/// number in `TSC_AUX` (its low 12 bits), checked against the `getcpu`
+/// system call (not the vDSO, which may read `TSC_AUX` itself), a few
+/// times in case the thread moves between the two.
 #[cfg(all(
     target_arch = "x86_64",
     target_os = "linux",
@@ -580,38 +643,74 @@ impl Source for Machine {
     not(shuttle)
 ))]
 #[inline]
-fn has_rdtscp() -> bool {
+fn tsc_mode() -> TscMode {
     use std::sync::atomic::AtomicU8;
-    static HAS: AtomicU8 = AtomicU8::new(0);
-    match HAS.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
+    static MODE: AtomicU8 = AtomicU8::new(0);
+    match MODE.load(Ordering::Relaxed) {
+        1 => TscMode::Rdpid,
+        2 => TscMode::Rdtscp,
+        3 => TscMode::None,
         _ => {
-            // CPUID leaf 0x8000_0001, EDX bit 27: RDTSCP.
-            let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
-            let has = max >= 0x8000_0001
-                && core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 27) != 0
-                && (0..8).any(|_| {
-                    let mut aux = 0u32;
-                    // SAFETY: `rdtscp` exists (checked just before); it
-                    // writes `TSC_AUX` into `aux`, a valid u32.
-                    unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
-                    let mut cpu = 0u32;
-                    // SAFETY: getcpu writes one u32 through the first
-                    // pointer; the others may be null.
-                    let r = unsafe {
-                        libc::syscall(
-                            libc::SYS_getcpu,
-                            &mut cpu as *mut u32,
-                            std::ptr::null_mut::<u32>(),
-                            std::ptr::null_mut::<libc::c_void>(),
-                        )
-                    };
-                    r == 0 && aux & 0xfff == cpu
-                });
-            HAS.store(if has { 1 } else { 2 }, Ordering::Relaxed);
-            has
+            let mode = probe_tsc_mode();
+            let code = match mode {
+                TscMode::Rdpid => 1,
+                TscMode::Rdtscp => 2,
+                TscMode::None => 3,
+            };
+            MODE.store(code, Ordering::Relaxed);
+            mode
         }
+    }
+}
+
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    not(miri),
+    not(loom),
+    not(shuttle)
+))]
+#[cold]
+fn probe_tsc_mode() -> TscMode {
+    use core::arch::x86_64::__cpuid;
+    let rdpid_ok = __cpuid(0).eax >= 7 && __cpuid(7).ecx & (1 << 22) != 0;
+    let rdtscp_ok =
+        __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).edx & (1 << 27) != 0;
+    let mode = if rdpid_ok {
+        TscMode::Rdpid
+    } else if rdtscp_ok {
+        TscMode::Rdtscp
+    } else {
+        return TscMode::None;
+    };
+    let aux_is_cpu = (0..8).any(|_| {
+        let aux = match mode {
+            TscMode::Rdpid => rdpid(),
+            _ => {
+                let mut aux = 0u32;
+                // SAFETY: `rdtscp` exists (CPUID above); it writes
+                // `TSC_AUX` into `aux`, a valid u32.
+                unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
+                aux
+            }
+        };
+        let mut cpu = 0u32;
+        // SAFETY: getcpu writes one u32 through the first pointer; the
+        // others may be null.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_getcpu,
+                &mut cpu as *mut u32,
+                std::ptr::null_mut::<u32>(),
+                std::ptr::null_mut::<libc::c_void>(),
+            )
+        };
+        r == 0 && aux & 0xfff == cpu
+    });
+    if aux_is_cpu {
+        mode
+    } else {
+        TscMode::None
     }
 }
 
