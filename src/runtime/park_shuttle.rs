@@ -81,6 +81,13 @@ impl Parker {
         self.park(Some(Duration::ZERO));
     }
 
+    /// As [`park`](Self::park), until `CLOCK_MONOTONIC` reaches `at` ns.
+    pub(crate) fn park_until(&mut self, at: Option<u64>) {
+        let timeout =
+            at.map(|at| Duration::from_nanos(at.saturating_sub(crate::runtime::monotonic_ns())));
+        self.park(timeout);
+    }
+
     /// Returns at once if a wake is pending (consuming it); otherwise
     /// yields (short timeouts) or waits for a wake.
     pub(crate) fn park(&mut self, timeout: Option<Duration>) {
