@@ -49,6 +49,9 @@
 mod feeds;
 #[path = "frames/frame_loop.rs"]
 mod frame_loop;
+#[allow(dead_code)]
+#[path = "common/legacy.rs"]
+mod legacy;
 #[path = "frames/load.rs"]
 mod load;
 #[allow(dead_code)]

@@ -30,35 +30,43 @@ if ! err=$(rustup +nightly component add miri rust-src 2>&1); then
   exit 0
 fi
 
-queue_tests=(queue queue_lanes queue_model queue_stress linearizable)
+# The queue crate's tests (queue/tests/) and the root package's.
+queue_tests=(queue queue_lanes queue_model queue_stress)
+root_queue_tests=(linearizable)
 runtime_tests=(android cancel cross_thread embed fairness faults flood liveness observe panic
   post_alloc pressure quit spawn timer trace)
 echo "SKIP miri io, io_fd_limit, compat: Miri has no TCP or UDP sockets, and no ioctl(FIONBIO) on a socketpair"
 echo "SKIP miri looper_fd_limit: Miri has no setrlimit"
 echo "SKIP miri embed_latency, pressure_memdelay: they measure latencies to the millisecond, and Miri's clock advances as it interprets"
 echo "SKIP miri hyper, embed_calloop, embed_glib: optional features (and hyper needs TCP)"
-echo "SKIP miri loom_*: loom models, run with --cfg loom"
+echo "SKIP miri loom models: they run with --cfg loom"
 
 args=()
-for t in "${queue_tests[@]}" "${runtime_tests[@]}"; do args+=(--test "$t"); done
-count=$((${#queue_tests[@]} + ${#runtime_tests[@]}))
+for t in "${root_queue_tests[@]}" "${runtime_tests[@]}"; do args+=(--test "$t"); done
+qargs=()
+for t in "${queue_tests[@]}"; do qargs+=(--test "$t"); done
+count=$((${#queue_tests[@]} + ${#root_queue_tests[@]} + ${#runtime_tests[@]}))
 base="-Zmiri-permissive-provenance -Zmiri-address-reuse-rate=1.0 -Zmiri-address-reuse-cross-thread-rate=1.0"
 
 # Build once (the flags above do not change the build).
-MIRIFLAGS="$base" cargo +nightly miri test --quiet --no-run "${args[@]}" || exit 1
-# Of the library's own unit tests, the ones over unsafe code of their own
+MIRIFLAGS="$base" cargo +nightly miri test --quiet --no-run -p deliloop "${args[@]}" || exit 1
+MIRIFLAGS="$base" cargo +nightly miri test --quiet --no-run -p deliloop-queue "${qargs[@]}" || exit 1
+# Of the libraries' own unit tests, the ones over unsafe code of their own
 # (a posted closure stored inline in its node, src/runtime/posted.rs; a
-# lane's blocks, src/queue/lane.rs; the registry of lanes,
-# src/queue/registry.rs; the thread-local lookup of lanes,
-# src/queue/local.rs), under strict provenance: that code
-# exposes no address.
-lib_filters=(runtime::posted queue::lane queue::registry queue::local queue::pick)
+# lane's blocks, queue/src/lane.rs; the registry of lanes,
+# queue/src/registry.rs; the thread-local lookup of lanes,
+# queue/src/local.rs; the pick across lanes, queue/src/pick.rs), under
+# strict provenance: that code exposes no address.
+lib_filters=(runtime::posted)
+queue_lib_filters=(lane:: registry:: local:: pick::)
 
 failed=()
 for ((seed = 0; seed < seeds; seed++)); do
   start=$SECONDS
-  if MIRIFLAGS="$base -Zmiri-seed=$seed" cargo +nightly miri test --no-fail-fast "${args[@]}" &&
-    MIRIFLAGS="-Zmiri-strict-provenance -Zmiri-seed=$seed" cargo +nightly miri test --quiet --lib -- "${lib_filters[@]}"; then
+  if MIRIFLAGS="$base -Zmiri-seed=$seed" cargo +nightly miri test --no-fail-fast -p deliloop-queue "${qargs[@]}" &&
+    MIRIFLAGS="$base -Zmiri-seed=$seed" cargo +nightly miri test --no-fail-fast -p deliloop "${args[@]}" &&
+    MIRIFLAGS="-Zmiri-strict-provenance -Zmiri-seed=$seed" cargo +nightly miri test --quiet -p deliloop --lib -- "${lib_filters[@]}" &&
+    MIRIFLAGS="-Zmiri-strict-provenance -Zmiri-seed=$seed" cargo +nightly miri test --quiet -p deliloop-queue --lib -- "${queue_lib_filters[@]}"; then
     printf 'miri seed %d: ok (%d s)\n' "$seed" $((SECONDS - start))
   else
     printf 'miri seed %d: FAILED (%d s)\n' "$seed" $((SECONDS - start))
@@ -70,4 +78,4 @@ if [[ ${#failed[@]} -gt 0 ]]; then
   echo "miri: failed with seeds ${failed[*]}"
   exit 1
 fi
-echo "miri: clean with seeds 0..$seeds over $count test binaries and the library's ${lib_filters[*]} tests"
+echo "miri: clean with seeds 0..$seeds over $count test binaries and the libraries' ${lib_filters[*]} ${queue_lib_filters[*]} tests"

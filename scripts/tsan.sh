@@ -20,9 +20,9 @@ if ! rustup +nightly component list --installed 2>/dev/null | grep -q '^rust-src
   fi
 fi
 
-tests=(--test queue_stress --test cross_thread --test cancel --test liveness)
+tests=(--test cross_thread --test cancel --test liveness)
 if [[ "${1:-}" == "--quick" ]]; then
-  tests=(--test queue_stress)
+  tests=()
 fi
 host=$(rustc +nightly -vV | sed -n 's/^host: //p')
 log=$(mktemp)
@@ -32,14 +32,22 @@ RUSTFLAGS="-Zsanitizer=thread" \
 RUSTDOCFLAGS="-Zsanitizer=thread" \
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 CARGO_TARGET_DIR=target/tsan \
-  cargo +nightly test -Zbuild-std --target "$host" "${tests[@]}" 2>&1 | tee "$log"
+  cargo +nightly test -Zbuild-std --target "$host" -p deliloop-queue --test queue_stress 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+if [[ $status -eq 0 && ${#tests[@]} -gt 0 ]]; then
+  RUSTFLAGS="-Zsanitizer=thread" \
+  RUSTDOCFLAGS="-Zsanitizer=thread" \
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  CARGO_TARGET_DIR=target/tsan \
+    cargo +nightly test -Zbuild-std --target "$host" -p deliloop "${tests[@]}" 2>&1 | tee -a "$log"
+  status=${PIPESTATUS[0]}
+fi
 if [[ $status -eq 0 ]]; then
   RUSTFLAGS="-Zsanitizer=thread" \
   RUSTDOCFLAGS="-Zsanitizer=thread" \
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   CARGO_TARGET_DIR=target/tsan \
-    cargo +nightly test -Zbuild-std --target "$host" --lib queue::busy::tests 2>&1 | tee -a "$log"
+    cargo +nightly test -Zbuild-std --target "$host" -p deliloop-queue --lib busy::tests 2>&1 | tee -a "$log"
   status=${PIPESTATUS[0]}
 fi
 

@@ -10,6 +10,7 @@
 //! loom cannot finish. The cells stay plain (shuttle does not track them).
 
 #[cfg(loom)]
+#[allow(unused_imports)]
 mod imp {
     pub(crate) use loom::cell::UnsafeCell;
     pub(crate) use loom::sync::atomic::{
@@ -19,6 +20,7 @@ mod imp {
 }
 
 #[cfg(not(loom))]
+#[allow(unused_imports, dead_code)]
 mod imp {
     #[cfg(not(shuttle))]
     pub(crate) use std::sync::atomic::{

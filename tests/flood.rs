@@ -150,7 +150,7 @@ fn a_cancel_or_a_removal_releases_a_waiter_while_the_loop_sleeps() {
 /// A sync barrier holds posts back; cancelling two of them makes room at
 /// the loop's next look, although the loop runs none of them (a cancel is
 /// counted when the loop sweeps it in; for a lane item, by the canceller:
-/// `tests/queue_lanes.rs`, `a_lane_items_cancel_or_removal_is_counted_at_once_and_once`).
+/// `queue/tests/queue_lanes.rs`, `a_lane_items_cancel_or_removal_is_counted_at_once_and_once`).
 #[test]
 fn cancelling_posts_a_barrier_holds_makes_room() {
     let looper = Looper::builder().backlog_watermarks(1, 3).build().unwrap();

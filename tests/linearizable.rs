@@ -51,13 +51,13 @@
 //!   started (it reads each lane up to the first empty slot as it goes).
 //!
 //! Checked to fail: without a pop's second look at the stack's top before
-//! it takes a lane's item (`take_lane_pick` in `src/queue/consumer.rs`),
+//! it takes a lane's item (`take_lane_pick` in `queue/src/consumer.rs`),
 //! 500 histories under shuttle found one with no linearization (10,000 on
 //! real threads did not). Without the pick's re-read of lanes it read
-//! empty (step 2 of `src/queue/pick.rs`), neither 3,000 under shuttle
+//! empty (step 2 of `queue/src/pick.rs`), neither 3,000 under shuttle
 //! nor 30,000 on real threads did: that step has its loom model
 //! (`the_pick_never_takes_an_item_before_one_pushed_before_it`,
-//! `tests/loom_registry.rs`).
+//! `queue/src/tests/loom_registry.rs`).
 //!
 //! The search gives up on a history after `SEARCH_CAP` steps: such a
 //! history is counted as undecided and printed, and the test fails if

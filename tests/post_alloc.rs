@@ -53,7 +53,7 @@ fn small_closures_post_without_allocating_and_large_ones_box() {
     let n = if cfg!(miri) { 50 } else { 2_000 };
     // Posted in batches that the queue's recycled node memory can hold
     // (the magazine and the `returned` stack, 2 x 1,024 blocks here, 2 x 8
-    // under Miri: `src/queue/alloc.rs`), each batch run before the next.
+    // under Miri: `queue/src/alloc.rs`), each batch run before the next.
     let batch = if cfg!(miri) { 10 } else { 500 };
     let small = |i: usize| {
         let r = ran.clone();

@@ -1,9 +1,9 @@
-//! Busy mode (`src/queue/busy.rs`): while the consumer keeps taking lane
+//! Busy mode (`queue/src/busy.rs`): while the consumer keeps taking lane
 //! items, lane pushes publish with a plain store, and the consumer's
 //! `membarrier` before a sleep or a drain makes up for it. These tests run
 //! the mode on real threads: every push is seen exactly once, a sleep
 //! after busy mode is woken by the next push, and a close's drain returns
-//! every accepted item. (The interleavings are in `tests/loom_busy.rs`.)
+//! every accepted item. (The interleavings are in `queue/src/tests/loom_busy.rs`.)
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,7 +43,7 @@ fn push_from_a_thread(p: Producer<u32>, items: std::ops::Range<u32>) {
 /// After 4096 lane items taken without a sleep the queue is busy; pushes
 /// made then come out in order; the sleep check leaves the mode and sees
 /// the pushes made in it. (The pusher is joined before the check: the
-/// race of a push with the check is in `tests/loom_busy.rs` and in the
+/// race of a push with the check is in `queue/src/tests/loom_busy.rs` and in the
 /// next test.)
 #[test]
 fn a_consumer_that_keeps_taking_enters_busy_mode_and_a_sleep_leaves_it() {

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
-use deliloop::legacy::LegacyMessageQueue;
+use crate::legacy::LegacyMessageQueue;
 use deliloop::queue::{DeliQueue, Push};
 use rand::{Rng, SeedableRng};
 

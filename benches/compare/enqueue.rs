@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Instant;
 
-use deliloop::legacy::LegacyMessageQueue;
+use crate::legacy::LegacyMessageQueue;
 use deliloop::queue::DeliQueue;
 
 use crate::util::{pin_to, Imp, Kind};

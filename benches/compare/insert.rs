@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::task::Context;
 use std::time::{Duration, Instant};
 
-use deliloop::legacy::LegacyMessageQueue;
+use crate::legacy::LegacyMessageQueue;
 use deliloop::queue::DeliQueue;
 use rand::{Rng, SeedableRng};
 

@@ -18,6 +18,9 @@ mod enqueue;
 mod floors;
 mod insert;
 mod lateness;
+#[allow(dead_code)]
+#[path = "../common/legacy.rs"]
+mod legacy;
 mod plot;
 mod post;
 mod ring;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 /// A round that has not received everything by then stops timing.
 const ROUND_LIMIT: Duration = Duration::from_secs(10);
 
-use deliloop::legacy::LegacyMessageQueue;
+use crate::legacy::LegacyMessageQueue;
 use deliloop::queue::DeliQueue;
 
 use crate::util::{percentile, Imp, Kind};

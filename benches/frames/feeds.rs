@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use deliloop::legacy::LegacyMessageQueue;
+use crate::legacy::LegacyMessageQueue;
 use deliloop::Looper;
 
 use crate::frame_loop::{self, Clock, Frames};

@@ -51,7 +51,7 @@
 //!
 //! So after every call either the fd is readable (or will be at `D`), or
 //! the returned `Turn` says work is due now: never neither
-//! (`tests/loom_park.rs`, `host_arm_vs_post`, models this decision). The
+//! (`queue/src/tests/loom_park.rs`, `host_arm_vs_post`, models this decision). The
 //! next call consumes the fd's readiness (one `epoll_wait(0)`) and marks
 //! the loop awake. Who touches what: `host_armed`, the timerfd and the
 //! epoll harvest belong to the loop thread; the eventfd is written by the

@@ -43,7 +43,7 @@
 //! on the loop thread: one CAS, one uncontended lock; the wake of a task of
 //! this loop goes to its local lane, with no queue push.
 //!
-//! `tests/loom_reactor.rs` checks the wake-up and tick arguments under
+//! `src/tests/loom_reactor.rs` checks the wake-up and tick arguments under
 //! loom (the items are `pub` only so that the model can reach them through
 //! a hidden re-export under `--cfg loom`).
 //!

@@ -36,7 +36,7 @@
 //! (`Core::host_prepare`). A producer that queues up nudges a sleeping
 //! loop, and the loop reads `waiting` again after announcing its sleep
 //! (an SC fence on each side), so one of the two sees the other
-//! (`tests/loom_flood.rs` models the pair; it fails with either fence
+//! (`src/tests/loom_flood.rs` models the pair; it fails with either fence
 //! removed).
 
 use std::collections::VecDeque;
@@ -209,7 +209,7 @@ impl Flood {
     /// releases), then fences: the caller nudges the loop next. The fence
     /// pairs with `waiting_after_sleep`'s: either the loop sees this waiter
     /// after announcing its sleep, or the nudge sees the loop asleep
-    /// (`tests/loom_flood.rs`).
+    /// (`src/tests/loom_flood.rs`).
     fn queue_up(&self, mut list: MutexGuard<'_, VecDeque<Arc<Slot>>>, slot: Arc<Slot>) {
         list.push_back(slot);
         self.waiting.store(list.len(), Ordering::Release);
@@ -387,7 +387,7 @@ impl Handle {
 }
 
 /// The waiter-count and nudge fence pair, for the loom model only
-/// (`tests/loom_flood.rs`): the producer's side is `Flood::queue_up`, the
+/// (`src/tests/loom_flood.rs`): the producer's side is `Flood::queue_up`, the
 /// one `PostAsync` uses; the loop's is `Flood::waiting_after_sleep`.
 #[cfg(loom)]
 pub mod loom_model {

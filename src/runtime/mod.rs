@@ -1,8 +1,9 @@
 //! The runtime: one loop thread over one DeliQueue.
 //!
-//! Layering: `crate::queue` knows nothing of the runtime; this module builds
-//! the loop on it; `crate::time` (and later I/O and embedding) build on
-//! this module.
+//! Layering: the queue (the crate `deliloop-queue`, `crate::queue`) knows
+//! nothing of the runtime, and the compiler keeps it so; this module builds
+//! the loop on its public API; `crate::time`, the reactor and embedding
+//! build on this module.
 //!
 //! * `looper.rs`: the public `Looper`; `builder.rs`: its configuration.
 //! * `core.rs`: `Core`, the loop thread's state; `turn.rs`: a turn (park,

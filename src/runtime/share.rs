@@ -50,7 +50,7 @@
 //! back, until it ends): above zero while any share exists, zero once
 //! none does and the owner is gone. The `Arc`'s own count still decides when the value
 //! is freed; this count only decides when the population gives up its
-//! reference. The loom model is `tests/loom_share.rs`.
+//! reference. The loom model is `src/tests/loom_share.rs`.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -148,7 +148,7 @@ impl<T: Shared> Share<T> {
     fn made(arc: &Arc<T>, made: bool) -> Share<T> {
         if !made && arc.shares().0.fetch_add(1, Ordering::Relaxed) == 0 {
             #[cfg(loom)]
-            crate::queue::probe::hit(&loom_model::REVIVED);
+            loom_model::REVIVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             // The first share since the count last reached zero: the
             // population needs its strong reference again (`arc` keeps the
             // value alive meanwhile).
@@ -279,7 +279,7 @@ impl Local {
             value.shares().0.fetch_add(FLUSH, Ordering::Relaxed);
             reserve = FLUSH;
             #[cfg(loom)]
-            crate::queue::probe::hit(&loom_model::REFILLED);
+            loom_model::REFILLED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         self.0.set(Some(reserve - 1));
         true
@@ -298,7 +298,7 @@ impl Local {
             value.shares().0.fetch_sub(FLUSH, Ordering::Release);
             reserve -= FLUSH;
             #[cfg(loom)]
-            crate::queue::probe::hit(&loom_model::GIVEN_BACK);
+            loom_model::GIVEN_BACK.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         self.0.set(Some(reserve));
         true
@@ -320,12 +320,11 @@ impl Local {
     }
 }
 
-/// The model's side of this module (`tests/loom_share.rs`): a value with
+/// The model's side of this module (`src/tests/loom_share.rs`): a value with
 /// a loom cell that every share reads and the value's drop writes, so a
 /// drop not ordered after every read fails the model.
 #[cfg(loom)]
-#[doc(hidden)]
-pub mod loom_model {
+pub(crate) mod loom_model {
     use std::cell::Cell;
     use std::ptr;
     use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};

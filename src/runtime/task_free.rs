@@ -48,7 +48,7 @@ use std::cell::RefCell;
 use std::task::Waker;
 
 use super::task_return::{Chain, Returns};
-use crate::queue::alloc::prefetch_for_write;
+use crate::queue::prefetch_for_write;
 use std::ptr::NonNull;
 
 /// Finished tasks held before their memory is released together.

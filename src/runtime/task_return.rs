@@ -44,7 +44,7 @@
 //! takes the slot's chain and frees it at quit, after which it gives no
 //! more (no task is polled after quit), and again when the `Looper` is
 //! dropped, even if quit unwound (`looper.rs`). The loom model is
-//! `tests/loom_return.rs`.
+//! `src/tests/loom_return.rs`.
 
 use std::ptr;
 
@@ -145,7 +145,7 @@ impl<T> Drop for Returns<T> {
 }
 
 /// The slot's protocol with a payload of the model's choice, for
-/// `tests/loom_return.rs` only.
+/// `src/tests/loom_return.rs` only.
 #[cfg(loom)]
 pub mod loom_model {
     /// The most batches the hand-over holds.
