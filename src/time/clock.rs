@@ -598,9 +598,9 @@ impl Source for Machine {
 ))]
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum TscMode {
-    /// `rdpid`, `rdtsc`, `rdpid`: `rdpid` costs a cycle or two where
-    /// `rdtscp` waits for every earlier instruction (BENCHMARKS.md, "The
-    /// deadline clock after review").
+    /// `rdpid`, `rdtsc`, `rdpid`: `rdpid` does not wait for earlier
+    /// instructions, where `rdtscp` waits for every one (what that costs:
+    /// BENCHMARKS.md, "The deadline clock after review").
     Rdpid,
     /// `rdtscp`.
     Rdtscp,
