@@ -31,8 +31,7 @@ if ! err=$(rustup +nightly component add miri rust-src 2>&1); then
 fi
 
 # The queue crate's tests (queue/tests/) and the root package's.
-queue_tests=(queue queue_lanes queue_model queue_stress)
-root_queue_tests=(linearizable)
+queue_tests=(queue queue_lanes queue_model queue_stress linearizable)
 runtime_tests=(android cancel cross_thread embed fairness faults flood liveness observe panic
   post_alloc pressure quit spawn timer trace)
 echo "SKIP miri io, io_fd_limit, compat: Miri has no TCP or UDP sockets, and no ioctl(FIONBIO) on a socketpair"
@@ -42,10 +41,10 @@ echo "SKIP miri hyper, embed_calloop, embed_glib: optional features (and hyper n
 echo "SKIP miri loom models: they run with --cfg loom"
 
 args=()
-for t in "${root_queue_tests[@]}" "${runtime_tests[@]}"; do args+=(--test "$t"); done
+for t in "${runtime_tests[@]}"; do args+=(--test "$t"); done
 qargs=()
 for t in "${queue_tests[@]}"; do qargs+=(--test "$t"); done
-count=$((${#queue_tests[@]} + ${#root_queue_tests[@]} + ${#runtime_tests[@]}))
+count=$((${#queue_tests[@]} + ${#runtime_tests[@]}))
 base="-Zmiri-permissive-provenance -Zmiri-address-reuse-rate=1.0 -Zmiri-address-reuse-cross-thread-rate=1.0"
 
 # Build once (the flags above do not change the build).

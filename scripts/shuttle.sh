@@ -6,7 +6,7 @@
 #   bash scripts/shuttle.sh --quick    # what CI runs (1,000; 500 histories)
 #
 # Runs tests/shuttle_runtime.rs (random and PCT schedulers) and
-# tests/linearizable.rs twice: under shuttle's schedules (a tenth as many
+# queue/tests/linearizable.rs twice: under shuttle's schedules (a tenth as many
 # histories, each searched exhaustively) and on real threads (100,000
 # histories; 2,000 in quick mode). Each part prints its time.
 set -euo pipefail
@@ -29,9 +29,9 @@ part() {
 echo "--> shuttle: tests/shuttle_runtime.rs, $iterations schedules per test and scheduler"
 part env RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/shuttle" DELILOOP_SHUTTLE_ITERATIONS="$iterations" \
   cargo test --release --quiet --test shuttle_runtime -- --nocapture --test-threads 1
-echo "--> shuttle: tests/linearizable.rs, $lin_shuttle histories of 3 x 20 operations"
+echo "--> shuttle: queue/tests/linearizable.rs, $lin_shuttle histories of 3 x 20 operations"
 part env RUSTFLAGS="--cfg shuttle" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/shuttle" DELILOOP_SHUTTLE_ITERATIONS="$lin_shuttle" \
-  cargo test --release --quiet --test linearizable -- --nocapture
-echo "--> threads: tests/linearizable.rs, $lin_threads histories of 3 x 30 operations"
+  cargo test --release --quiet -p deliloop-queue --test linearizable -- --nocapture
+echo "--> threads: queue/tests/linearizable.rs, $lin_threads histories of 3 x 30 operations"
 part env DELILOOP_LIN_HISTORIES="$lin_threads" \
-  cargo test --release --quiet --test linearizable -- --nocapture
+  cargo test --release --quiet -p deliloop-queue --test linearizable -- --nocapture

@@ -92,6 +92,11 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+mod machine;
+pub(crate) use machine::Machine;
+#[cfg(test)]
+use machine::MACHINE;
+
 /// A base is extrapolated over at most this long (as the raised period
 /// counts it); then the next reading takes a new one.
 const WINDOW_NS: u64 = 32_768;
@@ -116,6 +121,8 @@ const SLACK: u64 = 1_000;
 /// TSC ticks a clock read may take between the two TSC readings around
 /// it (a few hundred are usual); more means it was interrupted.
 const MAX_GAP: u64 = 1 << 12;
+/// A CPU number no base has (the thread moved during a reading).
+const NO_CPU: u32 = u32::MAX;
 /// The calibrated rate when switched off.
 const OFF: u64 = u64::MAX;
 /// Periods (ns per tick, 32.32 fixed point) of 10 GHz and 0.5 GHz: a
@@ -409,7 +416,7 @@ pub(crate) struct DeadlineClock<S: Source = Machine> {
 
 impl DeadlineClock {
     pub(crate) fn new() -> DeadlineClock {
-        DeadlineClock::with_source(Machine)
+        DeadlineClock::with_source(Machine::new())
     }
 }
 
@@ -521,241 +528,6 @@ impl<S: Source> DeadlineClock<S> {
             self.enabled.set(false);
         }
         now
-    }
-}
-
-/// The calibration of this process's real clocks.
-static MACHINE: Calibration = Calibration::new();
-
-/// The machine's clocks.
-pub(crate) struct Machine;
-
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(miri),
-    not(loom),
-    not(shuttle)
-))]
-impl Source for Machine {
-    #[inline]
-    fn tsc(&self) -> Option<(u64, u32)> {
-        match tsc_mode() {
-            TscMode::Rdpid => {
-                // The CPU before and after an unfenced `rdtsc`: the thread
-                // can only move between CPUs at an interrupt, which splits
-                // the instruction stream, so equal answers put the TSC
-                // read on that CPU (or on one it left and came back to
-                // between them: the TSCs are in step to within the margin
-                // anyway, as the module docs say). Unequal: `NO_CPU`,
-                // which matches no base.
-                let before = rdpid();
-                // SAFETY: `rdtsc` exists on every x86_64 CPU and only
-                // reads the time-stamp counter.
-                let tsc = unsafe { core::arch::x86_64::_rdtsc() };
-                let cpu = if rdpid() == before { before } else { NO_CPU };
-                Some((tsc, cpu))
-            }
-            TscMode::Rdtscp => {
-                let mut aux = 0u32;
-                // SAFETY: `rdtscp` exists on this CPU (`tsc_mode` checked
-                // it); it reads the time-stamp counter and `TSC_AUX` into
-                // `aux`, a valid u32.
-                let tsc = unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
-                Some((tsc, aux))
-            }
-            TscMode::None => None,
-        }
-    }
-
-    fn monotonic(&self) -> u64 {
-        crate::runtime::monotonic_ns()
-    }
-
-    fn suspended(&self) -> u64 {
-        let boot = clock_ns(libc::CLOCK_BOOTTIME);
-        boot.wrapping_sub(self.monotonic())
-    }
-
-    fn tsc_clocksource(&self) -> Option<bool> {
-        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-            .ok()
-            .map(|s| s.trim() == "tsc")
-    }
-
-    fn calibration(&self) -> &Calibration {
-        &MACHINE
-    }
-}
-
-/// How this CPU reads the TSC with the CPU it was read on.
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(miri),
-    not(loom),
-    not(shuttle)
-))]
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum TscMode {
-    /// `rdpid`, `rdtsc`, `rdpid`: `rdpid` does not wait for earlier
-    /// instructions, where `rdtscp` waits for every one (what that costs:
-    /// BENCHMARKS.md, "The deadline clock after review").
-    Rdpid,
-    /// `rdtscp`.
-    Rdtscp,
-    /// Neither, or `TSC_AUX` does not hold the CPU's number: no
-    /// extrapolation.
-    None,
-}
-
-/// A CPU number no base has (the thread moved during a reading).
-const NO_CPU: u32 = u32::MAX;
-
-/// `rdpid`: `TSC_AUX`, which Linux sets to `(node << 12) | cpu`.
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(miri),
-    not(loom),
-    not(shuttle)
-))]
-#[inline(always)]
-fn rdpid() -> u32 {
-    let aux: u64;
-    // SAFETY: only called where CPUID reports RDPID (`tsc_mode`); it reads
-    // `TSC_AUX` into a register and touches nothing else.
-    unsafe { std::arch::asm!("rdpid {}", out(reg) aux, options(nomem, nostack, preserves_flags)) };
-    aux as u32
-}
-
-/// How to read the TSC and its CPU here (asked once): `rdpid` where
-/// CPUID reports it (leaf 7, ECX bit 22), else `rdtscp` (leaf
-/// 0x8000_0001, EDX bit 27), and only if the kernel keeps the CPU's
-/// number in `TSC_AUX` (its low 12 bits), checked against the `getcpu`
-/// system call (not the vDSO, which may read `TSC_AUX` itself), a few
-/// times in case the thread moves between the two.
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(miri),
-    not(loom),
-    not(shuttle)
-))]
-#[inline]
-fn tsc_mode() -> TscMode {
-    use std::sync::atomic::AtomicU8;
-    static MODE: AtomicU8 = AtomicU8::new(0);
-    match MODE.load(Ordering::Relaxed) {
-        1 => TscMode::Rdpid,
-        2 => TscMode::Rdtscp,
-        3 => TscMode::None,
-        _ => {
-            let mode = probe_tsc_mode();
-            let code = match mode {
-                TscMode::Rdpid => 1,
-                TscMode::Rdtscp => 2,
-                TscMode::None => 3,
-            };
-            MODE.store(code, Ordering::Relaxed);
-            mode
-        }
-    }
-}
-
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(miri),
-    not(loom),
-    not(shuttle)
-))]
-#[cold]
-fn probe_tsc_mode() -> TscMode {
-    use core::arch::x86_64::__cpuid;
-    let rdpid_ok = __cpuid(0).eax >= 7 && __cpuid(7).ecx & (1 << 22) != 0;
-    let rdtscp_ok =
-        __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).edx & (1 << 27) != 0;
-    let mode = if rdpid_ok {
-        TscMode::Rdpid
-    } else if rdtscp_ok {
-        TscMode::Rdtscp
-    } else {
-        return TscMode::None;
-    };
-    let aux_is_cpu = (0..8).any(|_| {
-        let aux = match mode {
-            TscMode::Rdpid => rdpid(),
-            _ => {
-                let mut aux = 0u32;
-                // SAFETY: `rdtscp` exists (CPUID above); it writes
-                // `TSC_AUX` into `aux`, a valid u32.
-                unsafe { core::arch::x86_64::__rdtscp(&mut aux) };
-                aux
-            }
-        };
-        let mut cpu = 0u32;
-        // SAFETY: getcpu writes one u32 through the first pointer; the
-        // others may be null.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_getcpu,
-                &mut cpu as *mut u32,
-                std::ptr::null_mut::<u32>(),
-                std::ptr::null_mut::<libc::c_void>(),
-            )
-        };
-        r == 0 && aux & 0xfff == cpu
-    });
-    if aux_is_cpu {
-        mode
-    } else {
-        TscMode::None
-    }
-}
-
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(miri),
-    not(loom),
-    not(shuttle)
-))]
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill; the clocks asked for exist on
-    // every Linux this runs on.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
-}
-
-#[cfg(not(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    not(miri),
-    not(loom),
-    not(shuttle)
-)))]
-impl Source for Machine {
-    fn tsc(&self) -> Option<(u64, u32)> {
-        None
-    }
-    fn monotonic(&self) -> u64 {
-        crate::runtime::monotonic_ns()
-    }
-    fn suspended(&self) -> u64 {
-        0
-    }
-    fn tsc_clocksource(&self) -> Option<bool> {
-        Some(false)
-    }
-    fn calibration(&self) -> &Calibration {
-        &MACHINE
     }
 }
 

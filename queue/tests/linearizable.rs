@@ -64,19 +64,19 @@
 //! more than a tenth of its histories are.
 //!
 //! ```sh
-//! cargo test --release --test linearizable                # 2,000 histories of each queue (500 in debug)
-//! DELILOOP_LIN_HISTORIES=100000 cargo test --release --test linearizable
+//! cargo test --release -p deliloop-queue --test linearizable                # 2,000 histories of each queue (500 in debug)
+//! DELILOOP_LIN_HISTORIES=100000 cargo test --release -p deliloop-queue --test linearizable
 //! # Under shuttle's schedules (3 x 20 operations, 500 histories; nearly
 //! # every operation overlaps another, where real threads on two shared
 //! # cores overlap rarely):
-//! RUSTFLAGS="--cfg shuttle" cargo test --release --test linearizable
+//! RUSTFLAGS="--cfg shuttle" cargo test --release -p deliloop-queue --test linearizable
 //! # Replay the schedule of a failure shuttle printed ("failing seed"):
-//! DELILOOP_SHUTTLE_SEED=... RUSTFLAGS="--cfg shuttle" cargo test --release --test linearizable with_lanes
+//! DELILOOP_SHUTTLE_SEED=... RUSTFLAGS="--cfg shuttle" cargo test --release -p deliloop-queue --test linearizable with_lanes
 //! ```
 
 use std::collections::{BTreeMap, HashSet};
 
-use deliloop::queue::{DeliQueue, Push, Ticket};
+use deliloop_queue::{DeliQueue, Push, Ticket};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -190,7 +190,7 @@ impl Actor {
         }
     }
 
-    fn push(&mut self, clock: &AtomicU64, p: &deliloop::queue::Producer<usize>, rng: &mut StdRng) {
+    fn push(&mut self, clock: &AtomicU64, p: &deliloop_queue::Producer<usize>, rng: &mut StdRng) {
         let id = self.thread * 1000 + self.next;
         self.next += 1;
         let front = rng.gen_ratio(1, 8);
@@ -254,7 +254,7 @@ impl Actor {
 
 fn producer_ops(
     clock: &AtomicU64,
-    p: &deliloop::queue::Producer<usize>,
+    p: &deliloop_queue::Producer<usize>,
     thread: usize,
     seed: u64,
     n: usize,

@@ -11,25 +11,12 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use deliloop::queue::{DeliQueue, Producer};
+use deliloop_queue::{DeliQueue, Producer};
 
-/// Whether this process can make the barrier busy mode needs (it
-/// registers for it, as the queue does); prints a SKIP line for the
-/// checks that need it when it cannot.
-fn barrier_supported() -> bool {
-    if std::env::var_os("DELILOOP_NO_MEMBARRIER").is_some() {
-        return false;
-    }
-    // SAFETY: membarrier takes no pointers; registering is idempotent.
-    let ok = unsafe { libc::syscall(libc::SYS_membarrier, 1 << 4, 0, 0) } == 0;
-    if !ok {
-        println!("SKIP busy mode checks: membarrier PRIVATE_EXPEDITED is not available here");
-    }
-    ok
-}
+#[path = "common/seccomp.rs"]
+mod seccomp;
+use seccomp::{barrier_supported, child, filter_membarrier};
 
-/// Pushes `items`, due now, from a thread of their own (so on its lane),
-/// and waits for it.
 fn push_from_a_thread(p: Producer<u32>, items: std::ops::Range<u32>) {
     thread::spawn(move || {
         for i in items {
@@ -211,148 +198,6 @@ fn a_queue_with_busy_mode_off_never_enters_it() {
     let got: Vec<u32> = std::iter::from_fn(|| q.pop_due(0).map(|e| e.item)).collect();
     assert_eq!(got, (0..5000).collect::<Vec<_>>());
     assert!(!q.is_busy());
-}
-
-/// `membarrier`'s number on this architecture.
-const SYS_MEMBARRIER: u32 = libc::SYS_membarrier as u32;
-
-/// Installs, for every thread of the process, a seccomp filter whose
-/// answer to `membarrier` is `action` (everything else is allowed).
-/// False (with a SKIP line) if the kernel or a sandbox refuses.
-fn filter_membarrier(action: u32) -> bool {
-    const BPF_LD_W_ABS: u16 = 0x20;
-    const BPF_JMP_JEQ_K: u16 = 0x15;
-    const BPF_RET_K: u16 = 0x06;
-    const RET_ALLOW: u32 = 0x7fff_0000;
-    let filter = [
-        // The syscall's number: `seccomp_data.nr`, at offset 0.
-        libc::sock_filter {
-            code: BPF_LD_W_ABS,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
-        libc::sock_filter {
-            code: BPF_JMP_JEQ_K,
-            jt: 0,
-            jf: 1,
-            k: SYS_MEMBARRIER,
-        },
-        libc::sock_filter {
-            code: BPF_RET_K,
-            jt: 0,
-            jf: 0,
-            k: action,
-        },
-        libc::sock_filter {
-            code: BPF_RET_K,
-            jt: 0,
-            jf: 0,
-            k: RET_ALLOW,
-        },
-    ];
-    let prog = libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: plain prctl; then seccomp(SET_MODE_FILTER, TSYNC) with a
-    // valid program that outlives the call (the kernel copies it).
-    let ok = unsafe {
-        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-            && libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                libc::SECCOMP_FILTER_FLAG_TSYNC,
-                &prog as *const libc::sock_fprog,
-            ) == 0
-    };
-    if !ok {
-        println!(
-            "SKIP seccomp check: the filter was refused: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-    ok
-}
-
-/// Runs this test binary's test `name` alone in a child process with
-/// `BUSY_TEST_CHILD` set; its exit status and output.
-fn child(name: &str) -> std::process::Output {
-    std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env("BUSY_TEST_CHILD", "1")
-        .env_remove("DELILOOP_NO_MEMBARRIER")
-        .output()
-        .unwrap()
-}
-
-/// The loop of `Looper::builder().busy_mode(busy)` takes 20,000 posts
-/// made from another thread before it runs (so without a sleep between),
-/// then quits safely; every post ran once.
-fn loop_takes_posts(busy: bool) {
-    use std::sync::atomic::AtomicUsize;
-    let looper = deliloop::Looper::builder().busy_mode(busy).build().unwrap();
-    let h = looper.handle();
-    let ran = Arc::new(AtomicUsize::new(0));
-    let r = ran.clone();
-    thread::spawn(move || {
-        for _ in 0..20_000 {
-            let r = r.clone();
-            h.post(move || {
-                r.fetch_add(1, Ordering::Relaxed);
-            })
-            .unwrap();
-        }
-        h.quit_safely();
-    })
-    .join()
-    .unwrap();
-    looper.run();
-    assert_eq!(ran.load(Ordering::Relaxed), 20_000);
-}
-
-/// A process whose seccomp policy kills it on `membarrier` (`SIGSYS`)
-/// runs a loop built with `busy_mode(false)`: it never makes the call.
-/// The same child with busy mode on is killed, which shows the filter
-/// bites.
-#[test]
-fn busy_mode_off_never_calls_membarrier() {
-    const RET_KILL_PROCESS: u32 = 0x8000_0000;
-    if let Some(mode) = std::env::var_os("BUSY_TEST_CHILD") {
-        if filter_membarrier(RET_KILL_PROCESS) {
-            loop_takes_posts(mode == "on");
-        }
-        return;
-    }
-    let off = child("busy_mode_off_never_calls_membarrier");
-    let stdout = String::from_utf8_lossy(&off.stdout);
-    assert!(
-        off.status.success(),
-        "busy mode off: the child failed: {stdout}"
-    );
-    if stdout.contains("SKIP") {
-        println!("{}", stdout.lines().find(|l| l.contains("SKIP")).unwrap());
-        return;
-    }
-    let on = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "busy_mode_off_never_calls_membarrier",
-            "--nocapture",
-        ])
-        .env("BUSY_TEST_CHILD", "on")
-        .env_remove("DELILOOP_NO_MEMBARRIER")
-        .output()
-        .unwrap();
-    use std::os::unix::process::ExitStatusExt;
-    if barrier_supported() {
-        assert_eq!(
-            on.status.signal(),
-            Some(libc::SIGSYS),
-            "busy mode on: {:?}",
-            on.status
-        );
-    }
 }
 
 /// A seccomp filter installed after start-up makes `membarrier` fail with
