@@ -27,6 +27,7 @@ use crate::runtime::remote::Remote;
 use crate::stats::Dispatch;
 use crate::sync::{AtomicU64, Ordering};
 use crate::Looper;
+use std::cell::RefCell;
 
 struct Event {
     name: &'static str,
@@ -147,13 +148,23 @@ fn wake_event_recording(remote: &Remote) {
     }
 }
 
-impl Core {
+/// The trace a loop records into, if one is running: fed by the loop's
+/// measurements (`runtime/measure.rs`) and its turns.
+#[derive(Default)]
+pub(crate) struct Tracer(RefCell<Option<Arc<Recorder>>>);
+
+impl Tracer {
     fn recorder(&self) -> Option<Arc<Recorder>> {
-        self.trace.borrow().clone()
+        self.0.borrow().clone()
+    }
+
+    /// Starts (`Some`) or stops recording.
+    pub(crate) fn set(&self, rec: Option<Arc<Recorder>>) {
+        *self.0.borrow_mut() = rec;
     }
 
     /// A dispatched entry's slice, and the end of its post's flow.
-    pub(crate) fn trace_slice(&self, d: &Dispatch, start: u64, end: u64, flow: Option<u64>) {
+    pub(crate) fn slice(&self, d: &Dispatch, start: u64, end: u64, flow: Option<u64>) {
         let Some(rec) = self.recorder() else { return };
         let tid = tid();
         if let Some(id) = flow {
@@ -188,7 +199,7 @@ impl Core {
     }
 
     /// The backlog counter, once per batch.
-    pub(crate) fn trace_backlog(&self, now: u64, backlog: u64) {
+    pub(crate) fn backlog(&self, now: u64, backlog: u64) {
         let Some(rec) = self.recorder() else { return };
         rec.push(Event {
             name: "backlog",
@@ -202,7 +213,7 @@ impl Core {
     }
 
     /// The loop parks.
-    pub(crate) fn trace_park(&self, now: u64) {
+    pub(crate) fn park(&self, now: u64) {
         let Some(rec) = self.recorder() else { return };
         rec.push(Event {
             name: "park",
@@ -251,8 +262,7 @@ impl TraceGuard {
         if let Some(core) = self.core.upgrade() {
             core.remote.tracing.store(false, Ordering::Relaxed);
             *core.remote.trace.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            *core.trace.borrow_mut() = None;
-            core.time_all.set(core.timing.all());
+            core.stats.set_trace(None);
         }
         let mut events =
             std::mem::take(&mut *self.rec.events.lock().unwrap_or_else(|p| p.into_inner()));
@@ -333,7 +343,7 @@ impl Looper {
             events: Mutex::new(Vec::new()),
             next_flow: AtomicU64::new(0),
         });
-        *self.core.trace.borrow_mut() = Some(rec.clone());
+        self.core.stats.set_trace(Some(rec.clone()));
         *self
             .core
             .remote
@@ -341,7 +351,6 @@ impl Looper {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(rec.clone());
         self.core.remote.tracing.store(true, Ordering::Relaxed);
-        self.core.time_all.set(true);
         Ok(TraceGuard {
             core: std::rc::Rc::downgrade(&self.core),
             rec,

@@ -79,4 +79,3 @@ fn busy_mode_off_never_calls_membarrier() {
         );
     }
 }
-

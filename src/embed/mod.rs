@@ -158,128 +158,14 @@ pub mod glib;
 
 use std::time::{Duration, Instant};
 
-use crate::queue::Idle;
 use crate::runtime::context::Enter;
-use crate::runtime::core::Core;
+
 use crate::{Looper, Turn};
-
-impl Core {
-    /// Back from a host's wait on the epoll fd: consume its readiness and
-    /// mark the queue awake.
-    pub(crate) fn host_resume(&self) {
-        if self.host_armed.replace(false) {
-            self.parker.borrow_mut().drain_events();
-            self.io_deliver();
-            self.queue.borrow_mut().wake();
-        }
-    }
-
-    /// Ends a host call: arms the fd for the next deadline if nothing is
-    /// due, or makes it readable at once if work remains (module docs).
-    /// Returns the `Turn`'s next deadline.
-    pub(crate) fn host_prepare(&self) -> Option<Instant> {
-        if self.quit_done.get() {
-            return None;
-        }
-        if !self.local.borrow().is_empty() || self.flood_retry.get() {
-            return Some(self.work_remains());
-        }
-        let now = self.now_ticks();
-        self.psi.borrow_mut().close(now);
-        let local_timer = self.timers.borrow_mut().next_deadline();
-        // While producers wait for room, the host comes back within
-        // `RETRY`, as `park` wakes then: a cancel, a removal or a granted
-        // waiter dropped unposted makes room without waking the loop.
-        // (When the waiter lock was busy, `flood_retry` above returns at
-        // once instead, where `park` waits up to `RETRY`.)
-        let flood = self.remote.flood.as_ref();
-        let waiters = flood.is_some_and(|f| f.waiting() > 0);
-        // The host may sleep now, for as long as it likes: hand the
-        // finished far tasks held for a batch back first (`task_free.rs`;
-        // the re-check below covers whatever the drops of a full
-        // hand-over's oldest batch could do).
-        self.far_done.give(&self.remote.returns);
-        let idle = self.queue.borrow_mut().prepare_idle(now, local_timer);
-        let Idle::Asleep { deadline } = idle else {
-            return Some(self.work_remains());
-        };
-        // The sweep may have dropped a cancelled payload whose destructor
-        // woke a task on this thread (the local lane, no push): look again.
-        // And a producer that queued up for room since `waiters` was read
-        // (its fence pairs with `waiting_after_sleep`'s; flood.rs). And a
-        // post due now whose poster read the clock after `now` was read:
-        // the sleep check saw it, so it is due by a clock read made now (a
-        // hook host that waits for the hook alone would not come back for
-        // it).
-        if !self.local.borrow().is_empty()
-            || (!waiters && flood.is_some_and(|f| f.waiting_after_sleep()))
-            || deadline.is_some_and(|d| d <= self.now_ticks())
-        {
-            self.queue.borrow_mut().wake();
-            return Some(self.work_remains());
-        }
-        let deadline = if waiters {
-            let retry = now.saturating_add(crate::runtime::flood::RETRY.as_nanos() as u64);
-            Some(deadline.map_or(retry, |d| d.min(retry)))
-        } else {
-            deadline
-        };
-        let timeout = deadline.map(|d| Duration::from_nanos(d.saturating_sub(self.now_ticks())));
-        self.parker.borrow_mut().arm_for_host(timeout);
-        self.host_armed.set(true);
-        deadline.map(|d| self.remote.instant_of(d))
-    }
-
-    /// Work is due but this call stops: make the fd readable (and call the
-    /// wake hook) so the host comes back.
-    fn work_remains(&self) -> Instant {
-        self.remote.wake_loop();
-        Instant::now()
-    }
-
-    /// One host call: dispatch what is ready (until `until`, if given),
-    /// run idle handlers if nothing was, and arm the fd.
-    pub(crate) fn host_turn(&self, until: Option<Instant>) -> Turn {
-        self.host_resume();
-        let quit = |dispatched| Turn {
-            dispatched,
-            next_deadline: None,
-            quit: true,
-        };
-        if self.check_quit() {
-            return quit(0);
-        }
-        // No `block_on` future here: only local tasks make the loop busy
-        // (a flag left by an earlier `block_on` would defer the queue).
-        self.main_ready.set(false);
-        let mut dispatched = 0;
-        loop {
-            let n = self.dispatch_until(until);
-            dispatched += n;
-            if n == 0 || until.is_none_or(|u| Instant::now() >= u) || self.stop.get() {
-                break;
-            }
-        }
-        if dispatched == 0 && !self.queue_deferred.get() {
-            self.run_idle();
-        }
-        // A busy host loop still collects I/O readiness each call.
-        self.io_after_dispatch(dispatched > 0);
-        if self.check_quit() {
-            return quit(dispatched);
-        }
-        Turn {
-            dispatched,
-            next_deadline: self.host_prepare(),
-            quit: false,
-        }
-    }
-}
 
 /// `dispatch_ready` on a looper's core, for adapters that keep the core
 /// rather than the `Looper`.
-#[cfg_attr(not(feature = "glib"), allow(dead_code))]
-pub(crate) fn dispatch_core(core: &Core) -> Turn {
+#[cfg(feature = "glib")]
+pub(crate) fn dispatch_core(core: &crate::runtime::core::Core) -> Turn {
     let _enter = Enter::new(core, "Looper::dispatch_ready");
     core.host_turn(None)
 }

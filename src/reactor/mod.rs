@@ -56,7 +56,6 @@ use mio::{Events, Interest, Registry, Token};
 use slab::Slab;
 
 use crate::runtime::core::Core;
-use crate::stats::Counters;
 pub(crate) use source::{Dir, Readiness, Source};
 
 /// Tokens below this belong to the parker (its waker and timer).
@@ -177,6 +176,46 @@ pub(crate) struct IoDriver {
 }
 
 impl IoDriver {
+    /// This looper's reactor, created on first use with a `registry`
+    /// (a `dup` of the parker's epoll fd).
+    ///
+    /// # Errors
+    /// If `registry` fails (no file descriptors left).
+    pub(crate) fn reactor(
+        &self,
+        registry: impl FnOnce() -> io::Result<Registry>,
+    ) -> io::Result<Arc<Reactor>> {
+        if let Some(r) = self.reactor.get() {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(Reactor::new(registry()?));
+        let _ = self.reactor.set(r.clone());
+        Ok(r)
+    }
+
+    /// Sources registered now (0 before the first).
+    pub(crate) fn sources(&self) -> usize {
+        self.reactor.get().map_or(0, |r| r.len())
+    }
+
+    /// Delivers the I/O events epoll returned: wakes the sources' waiters.
+    /// Returns how many events were for sources. No syscall.
+    pub(crate) fn deliver(&self, events: &Events) -> u64 {
+        let Some(r) = self.reactor.get() else {
+            return 0;
+        };
+        self.fresh.set(true);
+        let mut wakers = std::mem::take(&mut *self.wakers.borrow_mut());
+        let n = r.deliver(events, &mut wakers);
+        self.wake_all(wakers);
+        n
+    }
+
+    /// Whether events were delivered since the last call.
+    pub(crate) fn take_fresh(&self) -> bool {
+        self.fresh.replace(false)
+    }
+
     fn wake_all(&self, mut wakers: Vec<Waker>) {
         for w in wakers.drain(..) {
             w.wake();
@@ -194,59 +233,6 @@ impl Drop for IoDriver {
                 w.wake();
             }
         }
-    }
-}
-
-impl Core {
-    /// This looper's reactor, created on first use.
-    ///
-    /// # Errors
-    /// If the epoll fd cannot be duplicated (no file descriptors left).
-    pub(crate) fn reactor(&self) -> io::Result<Arc<Reactor>> {
-        if let Some(r) = self.io.reactor.get() {
-            return Ok(r.clone());
-        }
-        let registry = self.parker.borrow().registry().try_clone()?;
-        let r = Arc::new(Reactor::new(registry));
-        let _ = self.io.reactor.set(r.clone());
-        Ok(r)
-    }
-
-    /// Sources registered now (0 before the first).
-    pub(crate) fn io_sources(&self) -> usize {
-        self.io.reactor.get().map_or(0, |r| r.len())
-    }
-
-    /// After the parker polled epoll: delivers the I/O events it returned.
-    /// No syscall.
-    pub(crate) fn io_deliver(&self) {
-        let Some(r) = self.io.reactor.get() else {
-            return;
-        };
-        self.io.fresh.set(true);
-        let mut wakers = std::mem::take(&mut *self.io.wakers.borrow_mut());
-        let n = r.deliver(self.parker.borrow().events(), &mut wakers);
-        if n > 0 {
-            let c = &self.counters.io_events;
-            c.set(c.get() + n);
-        }
-        self.io.wake_all(wakers);
-    }
-
-    /// At the end of a turn's dispatching: if this turn did not poll epoll
-    /// already (it did not park, and no host wait was resumed), `busy` says
-    /// it ran something, and a source is registered, polls epoll once
-    /// without waiting and delivers. So at most one `epoll_wait(0)` per
-    /// turn, none on a loop without sources.
-    pub(crate) fn io_after_dispatch(&self, busy: bool) {
-        let polled = self.io.fresh.replace(false);
-        if polled || !busy || self.io_sources() == 0 {
-            return;
-        }
-        Counters::bump(&self.counters.io_polls);
-        self.parker.borrow_mut().drain_events();
-        self.io_deliver();
-        self.io.fresh.set(false);
     }
 }
 

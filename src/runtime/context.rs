@@ -93,7 +93,7 @@ fn current() -> *const Core {
 /// Outside a running looper, naming `what`.
 pub(crate) fn current_id_and_clock(what: &str) -> (u64, u64) {
     with_any_core(|core| match core {
-        Some(core) => (core.remote.id, core.clock.get()),
+        Some(core) => (core.remote.id, core.time.now()),
         None => panic!(
             "deliloop: {what} must be called inside a task or callback of a running Looper \
              (inside block_on, run, turn or dispatch_ready)"
@@ -111,7 +111,7 @@ pub(crate) fn current_id_and_deadline_clock(what: &str) -> (u64, u64) {
     with_any_core(|core| match core {
         Some(core) => (
             core.remote.id,
-            core.deadline_clock.now(|| core.remote.now_ticks()),
+            core.time.deadline_clock().now(|| core.remote.now_ticks()),
         ),
         None => panic!(
             "deliloop: {what} must be called inside a task or callback of a running Looper \

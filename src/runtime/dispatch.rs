@@ -10,6 +10,7 @@
 //!   due. Every other post the entry made is swept with it and takes its
 //!   `(when, seq)` place, exactly as if it came from another thread.
 
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
@@ -24,6 +25,75 @@ use crate::sync::Ordering;
 pub(crate) const QUEUE_INTERVAL: u32 = 32;
 /// ... and at least once in this many ticks (ns).
 pub(crate) const QUEUE_GAP: u64 = 20_000;
+
+/// How batches share out between the local tasks and the queue, and what
+/// a batch looks at after each entry. Only the loop thread touches it.
+pub(crate) struct Batching {
+    /// Task polls, and queue entries, per batch (`Builder::budget`).
+    budget: usize,
+    /// Batches in a row that left the queue alone ([`Core::defer_queue`]).
+    skips: Cell<u32>,
+    /// The last batch left the queue alone.
+    deferred: Cell<bool>,
+    /// The last look at the queue stopped with due entries left (its
+    /// budget ran out): the next batch looks again.
+    left: Cell<bool>,
+    /// When the queue was last looked at, in ticks.
+    looked: Cell<u64>,
+    /// A time-bounded batch spent its time on local tasks before it looked
+    /// at the queue: the next batch looks at the queue first.
+    owed: Cell<bool>,
+    /// A front post was made on the loop thread during this batch.
+    front_posted: Cell<bool>,
+    /// `block_on`'s future was woken when this turn began.
+    main_ready: Cell<bool>,
+}
+
+impl Batching {
+    pub(crate) fn new(budget: usize) -> Batching {
+        Batching {
+            budget,
+            skips: Cell::new(0),
+            deferred: Cell::new(false),
+            left: Cell::new(false),
+            looked: Cell::new(0),
+            owed: Cell::new(false),
+            front_posted: Cell::new(false),
+            main_ready: Cell::new(false),
+        }
+    }
+
+    /// Task polls, and queue entries, per batch.
+    #[inline]
+    pub(crate) fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Whether the last batch left the queue alone (so a turn that
+    /// dispatched nothing may still have work: it must not park).
+    #[inline]
+    pub(crate) fn deferred(&self) -> bool {
+        self.deferred.get()
+    }
+
+    /// Whether `block_on`'s future was woken when this turn began.
+    #[inline]
+    pub(crate) fn main_ready(&self) -> bool {
+        self.main_ready.get()
+    }
+
+    #[inline]
+    pub(crate) fn set_main_ready(&self, ready: bool) {
+        self.main_ready.set(ready);
+    }
+
+    /// An entry posted to the front of its own loop: the queue is swept
+    /// again before the next entry.
+    #[inline]
+    pub(crate) fn note_front_post(&self) {
+        self.front_posted.set(true);
+    }
+}
 
 /// What a batch ran, for pressure accounting.
 #[derive(Default)]
@@ -67,17 +137,17 @@ impl Core {
     /// are (`tests/fairness.rs`, `a_budgeted_host_loop_runs_queue_work_within_two_calls`).
     pub(crate) fn dispatch_until(&self, until: Option<Instant>) -> usize {
         let over = || until.is_some_and(|u| Instant::now() >= u);
-        self.queue_deferred.set(false);
-        let start = self.deadline_clock.batch_start(|| self.now_ticks());
-        self.clock.set(start);
-        self.psi.borrow_mut().close(start);
+        self.batching.deferred.set(false);
+        let start = self.time.deadline_clock().batch_start(|| self.now_ticks());
+        self.time.set_now(start);
+        self.stats.psi().borrow_mut().close(start);
         let mut batch = Batch::default();
         // The loop's own timers first: the tasks they wake run in this batch.
         self.fire_timers(start, |due| batch.saw(due));
-        if self.queue_owed.replace(false) {
+        if self.batching.owed.replace(false) {
             // The queue first, then the local tasks' share.
-            self.queue_skips.set(0);
-            self.queue_looked.set(start);
+            self.batching.skips.set(0);
+            self.batching.looked.set(start);
             if !self.run_queue(start, &mut batch, &over) {
                 self.run_local(start, &mut batch, &over);
             }
@@ -85,11 +155,13 @@ impl Core {
         }
         if self.run_local(start, &mut batch, &over) {
             // Spent on local tasks: the queue goes first next time.
-            self.queue_owed.set(until.is_some() && !self.stop.get());
+            self.batching
+                .owed
+                .set(until.is_some() && !self.quit.stopped());
             return self.end_batch(start, batch);
         }
         if self.defer_queue(start) {
-            self.queue_deferred.set(true);
+            self.batching.deferred.set(true);
             return self.end_batch(start, batch);
         }
         self.run_queue(start, &mut batch, &over);
@@ -101,8 +173,8 @@ impl Core {
     /// called, or the time ran out after a poll.
     fn run_local(&self, start: u64, batch: &mut Batch, over: &impl Fn() -> bool) -> bool {
         let mut polls = 0;
-        while polls < self.budget && !self.stop.get() {
-            let Some(runnable) = self.local.borrow_mut().pop_front() else {
+        while polls < self.batching.budget() && !self.quit.stopped() {
+            let Some(runnable) = self.tasks.pop_local() else {
                 break;
             };
             // A same-thread wake is due when its batch starts.
@@ -113,24 +185,24 @@ impl Core {
                 return true;
             }
         }
-        self.stop.get()
+        self.quit.stopped()
     }
 
     /// Runs up to `budget` due queue entries in `(when, seq)` order.
     /// Returns whether the batch must end here: `quit` was called, or the
     /// time ran out after an entry.
     fn run_queue(&self, start: u64, batch: &mut Batch, over: &impl Fn() -> bool) -> bool {
-        if self.stop.get() {
+        if self.quit.stopped() {
             return true;
         }
-        self.front_posted.set(false);
+        self.batching.front_posted.set(false);
         self.queue.borrow_mut().maintain_at(start);
         self.note_backlog();
         // Until the queue runs out of due work, the next batch looks again.
-        self.queue_left.set(true);
-        for _ in 0..self.budget {
+        self.batching.left.set(true);
+        for _ in 0..self.batching.budget() {
             let Some(popped) = self.queue.borrow_mut().pop_swept(start) else {
-                self.queue_left.set(false);
+                self.batching.left.set(false);
                 break;
             };
             // A front post has `when == 0`; it is due from its batch's start.
@@ -141,10 +213,10 @@ impl Core {
             };
             batch.saw(due);
             self.run_measured(popped.item, Some(&popped.info), due);
-            if self.stop.get() || over() {
+            if self.quit.stopped() || over() {
                 return true;
             }
-            if self.front_posted.replace(false) {
+            if self.batching.front_posted.replace(false) {
                 self.queue.borrow_mut().maintain_at(start);
             }
         }
@@ -161,28 +233,28 @@ impl Core {
     /// tokio's current-thread scheduler looks at its remote queue every 31
     /// polls and its driver every 61 in the same situation.
     fn defer_queue(&self, start: u64) -> bool {
-        let busy = self.main_ready.get() || !self.local.borrow().is_empty();
-        let skipped = self.queue_skips.get();
+        let busy = self.batching.main_ready() || self.tasks.has_local();
+        let skipped = self.batching.skips.get();
         if busy
-            && !self.queue_left.get()
-            && !self.front_posted.get()
+            && !self.batching.left.get()
+            && !self.batching.front_posted.get()
             && skipped + 1 < QUEUE_INTERVAL
-            && start.saturating_sub(self.queue_looked.get()) < QUEUE_GAP
+            && start.saturating_sub(self.batching.looked.get()) < QUEUE_GAP
         {
-            self.queue_skips.set(skipped + 1);
+            self.batching.skips.set(skipped + 1);
             return true;
         }
-        self.queue_skips.set(0);
-        self.queue_looked.set(start);
+        self.batching.skips.set(0);
+        self.batching.looked.set(start);
         false
     }
 
     /// Closes a batch's accounting: pressure (its end is the loop's next
     /// clock reading), the idle period, flood control.
     fn end_batch(&self, start: u64, batch: Batch) -> usize {
-        let mut psi = self.psi.borrow_mut();
+        let mut psi = self.stats.psi().borrow_mut();
         if batch.done > 0 {
-            self.idle_ran.set(false);
+            self.idle.new_period();
             psi.ran(start, batch.earliest, batch.later);
         } else {
             psi.update(start);
@@ -201,28 +273,28 @@ impl Core {
         let mut panicked = false;
         match entry {
             Entry::Task(runnable) => {
-                Counters::bump(&self.counters.tasks_polled);
+                Counters::bump(&self.stats.counters().tasks_polled);
                 runnable.run();
             }
             Entry::Timer(cell) => {
-                Counters::bump(&self.counters.timers_fired);
+                Counters::bump(&self.stats.counters().timers_fired);
                 cell.fired.store(true, Ordering::Release);
                 cell.waker.wake();
             }
             Entry::LocalTimer(waker) => {
-                Counters::bump(&self.counters.timers_fired);
+                Counters::bump(&self.stats.counters().timers_fired);
                 waker.wake();
             }
             Entry::Message(m) => {
-                Counters::bump(&self.counters.messages_run);
+                Counters::bump(&self.stats.counters().messages_run);
                 if catch_unwind(AssertUnwindSafe(|| m.run())).is_err() {
-                    Counters::bump(&self.counters.message_panics);
+                    Counters::bump(&self.stats.counters().message_panics);
                     panicked = true;
                 }
             }
             Entry::Job(job) => {
                 // `run_sync` catches the closure's panic for its caller.
-                Counters::bump(&self.counters.jobs_run);
+                Counters::bump(&self.stats.counters().jobs_run);
                 job();
             }
             Entry::WakeMain | Entry::Barrier => {}
@@ -232,35 +304,15 @@ impl Core {
     }
 
     /// With message logging on, prints Android's ">>>>> Dispatching to"
-    /// line. The printer is taken out while it runs, so it may replace
-    /// itself.
+    /// line.
     #[inline]
     pub(crate) fn log_start(&self, kind: &str, tag: Option<u64>) {
-        if self.logging.get() {
-            self.log(">>>>> Dispatching to", kind, tag);
-        }
+        self.log.start(self.id, kind, tag);
     }
 
+    /// With message logging on, prints Android's "<<<<< Finished to" line.
     #[inline]
     pub(crate) fn log_end(&self, kind: &str, tag: Option<u64>) {
-        if self.logging.get() {
-            self.log("<<<<< Finished to", kind, tag);
-        }
-    }
-
-    #[cold]
-    fn log(&self, what: &str, kind: &str, tag: Option<u64>) {
-        let Some(mut printer) = self.printer.borrow_mut().take() else {
-            return;
-        };
-        let line = match tag {
-            Some(t) => format!("{what} Looper({}) {kind} tag={t}", self.remote.id),
-            None => format!("{what} Looper({}) {kind}", self.remote.id),
-        };
-        printer(&line);
-        let mut slot = self.printer.borrow_mut();
-        if slot.is_none() && self.logging.get() {
-            *slot = Some(printer);
-        }
+        self.log.end(self.id, kind, tag);
     }
 }

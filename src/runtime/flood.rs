@@ -39,6 +39,7 @@
 //! (`src/tests/loom_flood.rs` models the pair; it fails with either fence
 //! removed).
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -49,7 +50,10 @@ use std::time::Duration;
 
 use super::handle::Handle;
 use super::message::{MessageId, Tag, When};
+use super::remote::Remote;
 use crate::error::PostError;
+use crate::queue::Counts;
+use crate::stats::Counters;
 use crate::sync::lock::{Mutex, MutexGuard, TryLockError};
 use crate::sync::{fence, AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use crate::util::CachePadded;
@@ -417,4 +421,83 @@ pub mod loom_model {
             self.0.waiting_after_sleep()
         }
     }
+}
+
+/// The loop's side of the backlog: what it last published to its handles
+/// (`Handle::backlog`) and to flood control. Only the loop thread touches
+/// it.
+#[derive(Default)]
+pub(crate) struct Backlog {
+    /// Messages consumed (run, cancelled, removed, dropped) as last
+    /// published to the flood counter.
+    consumed_published: Cell<u64>,
+    /// The flood waiter lock was busy: look again soon.
+    retry: Cell<bool>,
+    /// The queue's counts (accepted + cancelled + removed) when the
+    /// backlog was last noted.
+    accepted_seen: Cell<u64>,
+    /// Messages run or dropped when `after_batch` last looked.
+    ran_seen: Cell<u64>,
+}
+
+impl Backlog {
+    /// Whether flood control must be looked at again soon (its waiter
+    /// lock was busy).
+    #[inline]
+    pub(crate) fn retry(&self) -> bool {
+        self.retry.get()
+    }
+
+    /// The backlog given the queue's counts (read once: on a queue with
+    /// lanes, a read costs a load per lane).
+    pub(crate) fn backlog_of(&self, counts: &Counts, c: &Counters) -> u64 {
+        counts.accepted.saturating_sub(consumed_of(counts, c))
+    }
+
+    /// After a batch's sweep: if the sweep took messages in or saw some
+    /// cancelled, notes the backlog's peak and publishes it; returns it.
+    pub(crate) fn note(&self, counts: &Counts, c: &Counters, remote: &Remote) -> Option<u64> {
+        let sum = counts.accepted + counts.cancelled + counts.removed;
+        if sum == self.accepted_seen.replace(sum) {
+            return None;
+        }
+        let b = self.backlog_of(counts, c);
+        let peak = &c.backlog_peak;
+        peak.set(peak.get().max(b));
+        remote.backlog.store(b, Ordering::Relaxed);
+        Some(b)
+    }
+
+    /// After a batch: gives the flood counter the messages consumed since
+    /// last time, and releases waiters there is room for. `counts` is
+    /// read only if something was consumed or flood control is on.
+    pub(crate) fn after_batch(
+        &self,
+        counts: impl FnOnce() -> Counts,
+        c: &Counters,
+        remote: &Remote,
+    ) {
+        // Cheap first: the messages this loop ran or dropped (cancels and
+        // removals are noted at the sweep, in `note`).
+        let ran = c.messages_run.get() + c.messages_dropped.get();
+        if ran == self.ran_seen.replace(ran) && remote.flood.is_none() {
+            return;
+        }
+        let counts = counts();
+        let consumed = consumed_of(&counts, c);
+        let n = consumed - self.consumed_published.replace(consumed);
+        if n > 0 {
+            remote
+                .backlog
+                .store(counts.accepted.saturating_sub(consumed), Ordering::Relaxed);
+        }
+        if let Some(flood) = &remote.flood {
+            self.retry.set(!flood.consumed(n as usize));
+        }
+    }
+}
+
+/// Messages that left the backlog: run, cancelled, removed, dropped.
+fn consumed_of(counts: &Counts, c: &Counters) -> u64 {
+    c.messages_run.get() + counts.cancelled + counts.removed + c.messages_dropped.get()
 }

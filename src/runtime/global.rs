@@ -46,7 +46,7 @@ where
     F::Output: Send + 'static,
 {
     context::with_current_core("deliloop::spawn", |core| {
-        task::spawn(&core.remote, Some(&core.shares_local), future)
+        task::spawn(&core.remote, Some(core.tasks.shares()), future)
     })
 }
 

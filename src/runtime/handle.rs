@@ -61,7 +61,7 @@ impl Handle {
     /// small (up to 256 bytes) keeps its memory a little after it finishes:
     /// the loop frees such tasks 64 at a time, and all of them before it
     /// parks, which makes the spawning thread's next allocations cheaper
-    /// (`tests/far_free.rs`). Only the allocation waits: the future is
+    /// (`tests/remote_free.rs`). Only the allocation waits: the future is
     /// dropped when it finishes and its output goes to the [`Task`], as
     /// for any task.
     ///
@@ -290,7 +290,7 @@ impl Handle {
             }
         }
         let local = super::context::with_core(remote.id, |core| {
-            crate::stats::Counters::bump(&core.counters.posted_local);
+            crate::stats::Counters::bump(&core.stats.counters().posted_local);
         })
         .is_some();
         let mut opts = match when {
@@ -301,7 +301,7 @@ impl Handle {
                 // A front post made on the loop thread runs next, even in
                 // the middle of a batch: tell the dispatch loop to look.
                 if local {
-                    super::context::with_core(remote.id, |core| core.front_posted.set(true));
+                    super::context::with_core(remote.id, |core| core.batching.note_front_post());
                 }
                 Push::front()
             }
@@ -321,7 +321,7 @@ impl Handle {
                 }
                 if local {
                     super::context::with_core(remote.id, |core| {
-                        let c = &core.counters.posted_local;
+                        let c = &core.stats.counters().posted_local;
                         c.set(c.get() - 1);
                     });
                 }

@@ -8,6 +8,7 @@
 //! panics is removed and counted (`Stats::idle_panics`), and the loop goes
 //! on. Handlers may add or remove handlers, themselves included.
 
+use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::core::Core;
@@ -32,35 +33,92 @@ pub(crate) struct IdleHandlers {
     running: bool,
 }
 
+/// The loop's idle handlers and whether they ran in this idle period.
+#[derive(Default)]
+pub(crate) struct Idle {
+    handlers: RefCell<IdleHandlers>,
+    ran: Cell<bool>,
+}
+
+impl Idle {
+    /// Something was dispatched: the next idle period runs the handlers.
+    #[inline]
+    pub(crate) fn new_period(&self) {
+        self.ran.set(false);
+    }
+}
+
+/// Message logging (`Looper::set_message_logging`).
+#[derive(Default)]
+pub(crate) struct MessageLog {
+    printer: RefCell<Option<Printer>>,
+    on: Cell<bool>,
+}
+
+impl MessageLog {
+    /// With logging on, prints Android's ">>>>> Dispatching to" line.
+    #[inline]
+    pub(crate) fn start(&self, looper: u64, kind: &str, tag: Option<u64>) {
+        if self.on.get() {
+            self.log(">>>>> Dispatching to", looper, kind, tag);
+        }
+    }
+
+    /// With logging on, prints Android's "<<<<< Finished to" line.
+    #[inline]
+    pub(crate) fn end(&self, looper: u64, kind: &str, tag: Option<u64>) {
+        if self.on.get() {
+            self.log("<<<<< Finished to", looper, kind, tag);
+        }
+    }
+
+    /// The printer is taken out while it runs, so it may replace itself.
+    #[cold]
+    fn log(&self, what: &str, looper: u64, kind: &str, tag: Option<u64>) {
+        let Some(mut printer) = self.printer.borrow_mut().take() else {
+            return;
+        };
+        let line = match tag {
+            Some(t) => format!("{what} Looper({looper}) {kind} tag={t}"),
+            None => format!("{what} Looper({looper}) {kind}"),
+        };
+        printer(&line);
+        let mut slot = self.printer.borrow_mut();
+        if slot.is_none() && self.on.get() {
+            *slot = Some(printer);
+        }
+    }
+}
+
 impl Core {
     /// Runs the idle handlers if they have not run in this idle period.
     pub(crate) fn run_idle(&self) {
-        if self.idle_ran.get() {
+        if self.idle.ran.get() {
             return;
         }
         let mut list = {
-            let mut idle = self.idle.borrow_mut();
+            let mut idle = self.idle.handlers.borrow_mut();
             if idle.list.is_empty() {
                 // Nothing ran: a handler added later in this idle period
                 // still runs at the next look.
                 return;
             }
-            self.idle_ran.set(true);
+            self.idle.ran.set(true);
             idle.running = true;
             std::mem::take(&mut idle.list)
         };
         let mut keep = Vec::with_capacity(list.len());
         for (id, mut f) in list.drain(..) {
-            if self.idle.borrow().removed.contains(&id) {
+            if self.idle.handlers.borrow().removed.contains(&id) {
                 continue;
             }
             match catch_unwind(AssertUnwindSafe(&mut f)) {
                 Ok(true) => keep.push((id, f)),
                 Ok(false) => {}
-                Err(_) => Counters::bump(&self.counters.idle_panics),
+                Err(_) => Counters::bump(&self.stats.counters().idle_panics),
             }
         }
-        let mut idle = self.idle.borrow_mut();
+        let mut idle = self.idle.handlers.borrow_mut();
         let removed = std::mem::take(&mut idle.removed);
         keep.retain(|(id, _)| !removed.contains(id));
         // Handlers added while running go after the ones that stay.
@@ -96,7 +154,7 @@ impl Looper {
     /// assert_eq!(runs.get(), 2);
     /// ```
     pub fn add_idle_handler(&self, f: impl FnMut() -> bool + 'static) -> IdleId {
-        let mut idle = self.core.idle.borrow_mut();
+        let mut idle = self.core.idle.handlers.borrow_mut();
         idle.next += 1;
         let id = IdleId(idle.next);
         idle.list.push((id, Box::new(f)));
@@ -114,7 +172,7 @@ impl Looper {
     /// assert!(!looper.remove_idle_handler(id));
     /// ```
     pub fn remove_idle_handler(&self, id: IdleId) -> bool {
-        let mut idle = self.core.idle.borrow_mut();
+        let mut idle = self.core.idle.handlers.borrow_mut();
         if let Some(i) = idle.list.iter().position(|(h, _)| *h == id) {
             let handler = idle.list.remove(i);
             drop(idle);
@@ -152,7 +210,7 @@ impl Looper {
     /// assert!(lines[1].starts_with("<<<<< Finished to"));
     /// ```
     pub fn set_message_logging(&self, printer: Option<Printer>) {
-        self.core.logging.set(printer.is_some());
-        *self.core.printer.borrow_mut() = printer;
+        self.core.log.on.set(printer.is_some());
+        *self.core.log.printer.borrow_mut() = printer;
     }
 }

@@ -135,7 +135,7 @@ impl Looper {
             if main.woken.swap(false, Ordering::AcqRel) {
                 if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
                     // The next caller has no future of this one's.
-                    self.core.main_ready.set(false);
+                    self.core.batching.set_main_ready(false);
                     return out;
                 }
             }
@@ -145,7 +145,7 @@ impl Looper {
                 // be woken from another thread now (its wake finds the
                 // queue closed and writes the eventfd): wait for that
                 // instead of spinning.
-                self.core.parker.borrow_mut().park(None);
+                self.core.parking.parker().borrow_mut().park(None);
             }
         }
     }
@@ -213,7 +213,7 @@ impl AsRawFd for Looper {
     /// it is readable once there is work: a post from any thread, the next
     /// deadline, or I/O.
     fn as_raw_fd(&self) -> RawFd {
-        self.core.parker.borrow().as_raw_fd()
+        self.core.parking.parker().borrow().as_raw_fd()
     }
 }
 
@@ -237,10 +237,10 @@ impl Drop for Looper {
         struct Merge<'a>(&'a super::core::Core);
         impl Drop for Merge<'_> {
             fn drop(&mut self) {
-                // Finished far tasks still handed back (`task_return.rs`):
+                // Finished remote tasks still handed back (`task_return.rs`):
                 // quit freed them unless it unwound; they hold shares.
                 drop(self.0.remote.returns.take());
-                self.0.shares_local.merge(&self.0.remote);
+                self.0.tasks.shares().merge(&self.0.remote);
             }
         }
         let _merge = Merge(&self.core);

@@ -8,6 +8,7 @@
 //! until an entry is delivered within 10 ms of due again (the backlog
 //! drained).
 
+use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use async_task::Runnable;
@@ -15,8 +16,87 @@ use async_task::Runnable;
 use super::core::Core;
 use super::message::Entry;
 use crate::queue::ItemInfo;
-use crate::stats::{Counters, Dispatch, Kind, Observer, SAMPLE_EVERY};
+use crate::stats::pressure::Psi;
+use crate::stats::{Counters, Dispatch, Histogram, Kind, Observer, SAMPLE_EVERY};
 use crate::Tag;
+
+/// The loop's measurements: its counters, pressure accounting, the
+/// sampled histograms, what to time besides the sample, and the trace
+/// being recorded (feature `trace`). Only the loop thread touches them.
+pub(crate) struct Stats {
+    counters: Counters,
+    /// Pressure accounting (`stats/pressure.rs`).
+    psi: RefCell<Psi>,
+    /// Sampled histograms: scheduling delay, dispatch time.
+    hist: RefCell<(Histogram, Histogram)>,
+    /// Dispatches since the last sampled one.
+    sample: Cell<u32>,
+    /// Time every dispatch (a threshold, an observer or a trace is set).
+    time_all: Cell<bool>,
+    timing: Timing,
+    /// The slow-delivery log has spoken and waits for "drained".
+    slow_delivery_seen: Cell<bool>,
+    #[cfg(feature = "trace")]
+    trace: crate::trace::Tracer,
+}
+
+impl Stats {
+    pub(crate) fn new(timing: Timing) -> Stats {
+        Stats {
+            counters: Counters::default(),
+            psi: RefCell::new(Psi::default()),
+            hist: RefCell::new((Histogram::new(), Histogram::new())),
+            sample: Cell::new(0),
+            time_all: Cell::new(timing.all()),
+            timing,
+            slow_delivery_seen: Cell::new(false),
+            #[cfg(feature = "trace")]
+            trace: crate::trace::Tracer::default(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Pressure accounting.
+    #[inline]
+    pub(crate) fn psi(&self) -> &RefCell<Psi> {
+        &self.psi
+    }
+
+    /// The sampled histograms: scheduling delay, dispatch time.
+    pub(crate) fn histograms(&self) -> (Histogram, Histogram) {
+        self.hist.borrow().clone()
+    }
+
+    /// The trace being recorded.
+    #[cfg(feature = "trace")]
+    #[inline]
+    pub(crate) fn trace(&self) -> &crate::trace::Tracer {
+        &self.trace
+    }
+
+    /// A trace starts (`Some`) or stops: while one records, every
+    /// dispatch is timed.
+    #[cfg(feature = "trace")]
+    pub(crate) fn set_trace(&self, rec: Option<std::sync::Arc<crate::trace::Recorder>>) {
+        self.time_all.set(rec.is_some() || self.timing.all());
+        self.trace.set(rec);
+    }
+
+    /// Whether this dispatch is timed.
+    #[inline]
+    fn timed(&self) -> bool {
+        if self.time_all.get() {
+            return true;
+        }
+        let n = self.sample.get().wrapping_add(1);
+        self.sample.set(n);
+        n % SAMPLE_EVERY == 0
+    }
+}
 
 /// What to time besides the sample (from the builder).
 #[derive(Default)]
@@ -36,22 +116,11 @@ impl Timing {
 const DRAINED: u64 = 10_000_000;
 
 impl Core {
-    /// Whether this dispatch is timed.
-    #[inline]
-    fn timed(&self) -> bool {
-        if self.time_all.get() {
-            return true;
-        }
-        let n = self.sample.get().wrapping_add(1);
-        self.sample.set(n);
-        n % SAMPLE_EVERY == 0
-    }
-
     /// Polls a same-thread task (due when its batch started).
     #[inline]
     pub(crate) fn run_task(&self, runnable: Runnable, due: u64) {
-        if !self.timed() {
-            Counters::bump(&self.counters.tasks_polled);
+        if !self.stats.timed() {
+            Counters::bump(&self.stats.counters.tasks_polled);
             self.log_start("task", None);
             runnable.run();
             self.log_end("task", None);
@@ -63,7 +132,7 @@ impl Core {
     /// Runs a queue entry (or one of the loop's own timers) due at `due`.
     #[inline]
     pub(crate) fn run_measured(&self, entry: Entry, info: Option<&ItemInfo>, due: u64) {
-        if !self.timed() {
+        if !self.stats.timed() {
             self.run_entry(entry, info);
             return;
         }
@@ -86,7 +155,8 @@ impl Core {
             due: self.remote.instant_of(due),
             asynchronous: info.is_some_and(|i| i.is_asynchronous()),
         };
-        let observer = self.timing.observer.clone();
+        let stats = &self.stats;
+        let observer = stats.timing.observer.clone();
         if let Some(o) = &observer {
             o.dispatch_starting(&dispatch);
         }
@@ -96,16 +166,19 @@ impl Core {
         let took = end.saturating_sub(start);
         let delay = start.saturating_sub(due);
         {
-            let mut h = self.hist.borrow_mut();
+            let mut h = stats.hist.borrow_mut();
             h.1.record_ns(took);
             if queued {
                 h.0.record_ns(delay);
             }
         }
-        self.trace_slice(&dispatch, start, end, flow);
-        if let Some(limit) = self.timing.slow_dispatch {
+        #[cfg(feature = "trace")]
+        stats.trace.slice(&dispatch, start, end, flow);
+        #[cfg(not(feature = "trace"))]
+        let _ = flow;
+        if let Some(limit) = stats.timing.slow_dispatch {
             if took > limit {
-                Counters::bump(&self.counters.slow_dispatches);
+                Counters::bump(&stats.counters.slow_dispatches);
                 tracing::warn!(
                     target: "deliloop",
                     "Slow dispatch took {}ms {:?} tag={:?}",
@@ -115,15 +188,15 @@ impl Core {
                 );
             }
         }
-        if let (Some(limit), true) = (self.timing.slow_delivery, queued) {
-            if self.slow_delivery_seen.get() {
+        if let (Some(limit), true) = (stats.timing.slow_delivery, queued) {
+            if stats.slow_delivery_seen.get() {
                 if delay <= DRAINED {
-                    self.slow_delivery_seen.set(false);
+                    stats.slow_delivery_seen.set(false);
                     tracing::warn!(target: "deliloop", "Drained");
                 }
             } else if delay > limit {
-                self.slow_delivery_seen.set(true);
-                Counters::bump(&self.counters.slow_deliveries);
+                stats.slow_delivery_seen.set(true);
+                Counters::bump(&stats.counters.slow_deliveries);
                 tracing::warn!(
                     target: "deliloop",
                     "Slow delivery took {}ms {:?} tag={:?}",

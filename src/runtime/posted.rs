@@ -66,7 +66,7 @@ struct VTable {
     into_any: unsafe fn(*mut Buf) -> Box<dyn Any + Send>,
     flow: unsafe fn(*const Buf) -> Option<u64>,
     drop: unsafe fn(*mut Buf),
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     inline: bool,
 }
 
@@ -165,6 +165,7 @@ impl<M: Message> Inline<M> {
         into_any: Self::into_any,
         flow: Self::flow,
         drop: Self::drop,
+        #[cfg(test)]
         inline: true,
     };
 
@@ -206,6 +207,7 @@ impl<M: Message> Boxed<M> {
         into_any: Self::into_any,
         flow: Self::flow,
         drop: Self::drop,
+        #[cfg(test)]
         inline: false,
     };
 

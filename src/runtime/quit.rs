@@ -5,6 +5,7 @@
 //! the rest are still dropped and counted: one bad payload cannot leak the
 //! others or skip task cancellation.
 
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
@@ -15,10 +16,42 @@ use crate::queue::Popped;
 use crate::stats::Counters;
 use crate::sync::Ordering;
 
+/// Quit's state on the loop thread.
+#[derive(Default)]
+pub(crate) struct QuitState {
+    /// Quit is settled: the queue is closed and drained, the tasks
+    /// cancelled.
+    done: Cell<bool>,
+    /// `quit()` was called on the loop thread: run nothing more (checked
+    /// after every entry; Android: "terminate without processing any more
+    /// messages").
+    stop: Cell<bool>,
+}
+
+impl QuitState {
+    /// Whether quit is settled: nothing will run any more.
+    #[inline]
+    pub(crate) fn done(&self) -> bool {
+        self.done.get()
+    }
+
+    /// Whether `quit()` was called on the loop thread.
+    #[inline]
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop.get()
+    }
+
+    /// `quit()` on the loop thread: the running batch ends after the
+    /// entry that called it.
+    pub(crate) fn stop(&self) {
+        self.stop.set(true);
+    }
+}
+
 impl Core {
     /// Once the queue is closed: settles quit. Returns whether it has quit.
     pub(crate) fn check_quit(&self) -> bool {
-        if self.quit_done.get() {
+        if self.quit.done() {
             return true;
         }
         // `quit_mode` is set before the queue is closed (`Remote::quit`,
@@ -31,7 +64,7 @@ impl Core {
             // Marked, not closed yet: the closing thread is between the two.
             return false;
         }
-        self.quit_done.set(true);
+        self.quit.done.set(true);
         if let Some(flood) = &self.remote.flood {
             flood.close();
         }
@@ -43,9 +76,9 @@ impl Core {
             queue.drain()
         };
         if safely {
-            let local: Vec<_> = self.local.borrow_mut().drain(..).collect();
+            let local: Vec<_> = self.tasks.take_local();
             for runnable in local {
-                Counters::bump(&self.counters.tasks_polled);
+                Counters::bump(&self.stats.counters().tasks_polled);
                 let _ = catch_unwind(AssertUnwindSafe(|| runnable.run()));
             }
         }
@@ -58,21 +91,21 @@ impl Core {
                 continue;
             }
             let runnable = !held || info.is_asynchronous();
-            if safely && when <= now && runnable && !self.stop.get() {
+            if safely && when <= now && runnable && !self.quit.stopped() {
                 let _ = catch_unwind(AssertUnwindSafe(|| self.run_entry(item, Some(&info))));
             } else {
                 self.drop_entry(item, info.flags() & MESSAGE != 0);
             }
         }
         // The loop's own timers go; their wakers with them.
-        let wakers = self.timers.borrow_mut().clear();
+        let wakers = self.time.timers().borrow_mut().clear();
         for w in wakers {
             let _ = catch_unwind(AssertUnwindSafe(|| drop(w)));
         }
         self.cancel_tasks();
         // Nothing runs any more: free the finished tasks held for a batch
         // (`task_free.rs`).
-        self.far_done.release(&self.remote.returns);
+        self.tasks.release_finished(&self.remote.returns);
         // Publish what quit consumed (run or dropped), so `Handle::backlog`
         // and the watermarks read 0 after quit, not the last batch's count.
         self.after_batch();
@@ -84,9 +117,9 @@ impl Core {
         if matches!(item, Entry::Barrier) {
             return;
         }
-        Counters::bump(&self.counters.dropped_on_quit);
+        Counters::bump(&self.stats.counters().dropped_on_quit);
         if message {
-            Counters::bump(&self.counters.messages_dropped);
+            Counters::bump(&self.stats.counters().messages_dropped);
         }
         let _ = catch_unwind(AssertUnwindSafe(|| drop(item)));
     }
@@ -94,18 +127,17 @@ impl Core {
     /// Cancels every live task: wakes each (which schedules it on the local
     /// lane), then drops the scheduled runnables, which drops the futures.
     pub(crate) fn cancel_tasks(&self) {
-        self.active_closed.set(true);
-        let wakers: Vec<Waker> = self.active.borrow_mut().drain().collect();
+        let wakers: Vec<Waker> = self.tasks.take_wakers();
         for w in wakers {
             w.wake();
         }
         loop {
-            let batch: Vec<_> = self.local.borrow_mut().drain(..).collect();
+            let batch: Vec<_> = self.tasks.take_local();
             if batch.is_empty() {
                 break;
             }
             for runnable in batch {
-                Counters::bump(&self.counters.tasks_cancelled);
+                Counters::bump(&self.stats.counters().tasks_cancelled);
                 let _ = catch_unwind(AssertUnwindSafe(|| drop(runnable)));
             }
             // Futures dropped here may have posted (refused) or woken
@@ -116,6 +148,6 @@ impl Core {
                 self.drop_entry(p.item, message);
             }
         }
-        self.cancelled_all.set(true);
+        self.tasks.set_cancelled_all();
     }
 }

@@ -97,7 +97,7 @@ pub(crate) struct Remote {
     /// Tasks' references to this value, counted without an RMW on the
     /// loop thread (`share.rs`), on a line of their own.
     pub(crate) shares: super::share::Shares,
-    /// Finished far tasks handed back to the threads that spawn
+    /// Finished remote tasks handed back to the threads that spawn
     /// (`task_return.rs`), on a line of their own.
     pub(crate) returns: super::task_return::Returns<super::task_free::Held>,
     /// A trace records (feature `trace`): posts start flows.
@@ -219,7 +219,7 @@ impl Remote {
         // `quit()` from a message or task on the loop: stop before anything
         // else runs. (`quit_safely` lets what is already due run.)
         if mode == QUIT {
-            super::context::with_core(self.id, |core| core.stop.set(true));
+            super::context::with_core(self.id, |core| core.quit.stop());
         }
         self.mark_quit(mode);
         if self.producer.close().is_some_and(|c| c.wake) {
@@ -270,6 +270,6 @@ impl super::share::Shared for Remote {
 
     /// The loop's reserve, on its thread while the loop is entered there.
     fn with_local<R>(&self, f: impl FnOnce(&super::share::Local) -> R) -> Option<R> {
-        super::context::with_core(self.id, |core| f(&core.shares_local))
+        super::context::with_core(self.id, |core| f(core.tasks.shares()))
     }
 }

@@ -26,20 +26,20 @@ impl Looper {
     /// ```
     pub fn stats(&self) -> Stats {
         let core = &self.core;
-        let c = &core.counters;
+        let c = &core.stats.counters();
         let (pending, limbo, limbo_peak, tombstones) = {
             let mut q = core.queue.borrow_mut();
             (q.len(), q.limbo_len(), q.limbo_peak(), q.tombstones())
         };
         let counts = core.queue.borrow().counts();
-        let pending = pending + core.local.borrow().len() + core.timers.borrow().len();
+        let pending = pending + core.tasks.local_len() + core.time.timers().borrow().len();
         let (tasks, messages, timers, jobs) = (
             c.tasks_polled.get(),
             c.messages_run.get(),
             c.timers_fired.get(),
             c.jobs_run.get(),
         );
-        let (sched_delay, dispatch_time) = core.hist.borrow().clone();
+        let (sched_delay, dispatch_time) = core.stats.histograms();
         let flood = core.remote.flood.as_ref();
         let local = c.posted_local.get().min(counts.accepted);
         Stats {
@@ -95,13 +95,13 @@ impl Looper {
     pub fn pressure(&self) -> Pressure {
         let core = &self.core;
         let now = core.now_ticks();
-        let waiting = if core.local.borrow().is_empty() {
+        let waiting = if !core.tasks.has_local() {
             core.next_deadline_ticks().filter(|&d| d <= now)
         } else {
             Some(now)
         };
         let running = super::context::with_core(core.remote.id, |_| ()).is_some();
-        core.psi.borrow_mut().read(now, waiting, running)
+        core.stats.psi().borrow_mut().read(now, waiting, running)
     }
 
     /// A description of the loop, like Android's `Looper.dump`: its state,
@@ -122,7 +122,7 @@ impl Looper {
         let core = &self.core;
         let now = core.now_ticks();
         let mut out = String::new();
-        let state = if core.quit_done.get() {
+        let state = if core.quit.done() {
             "quit"
         } else if self.handle().is_quit() {
             "quitting"
@@ -152,7 +152,7 @@ impl Looper {
             );
             n += 1;
         });
-        let local = core.local.borrow().len();
+        let local = core.tasks.local_len();
         let _ = writeln!(
             out,
             "  (Total messages: {messages}, entries: {n}, local task wakes: {local}, quitting={})",

@@ -29,7 +29,7 @@
 //!   `fetch_add` of 1 (from 0, when every earlier share and the owner's one
 //!   are gone, the maker, which holds a strong reference, also makes the
 //!   population's reference again); a release is a `fetch_sub` of 1.
-//! * A thread that drops many shares of one value at once (a far spawn
+//! * A thread that drops many shares of one value at once (a remote spawn
 //!   freeing the finished tasks handed back to it, `task_free.rs`) may
 //!   count them instead, within [`release_together`], and take them off
 //!   in one `fetch_sub` when it ends: the count is only higher meanwhile,
@@ -216,7 +216,7 @@ fn deferred(addr: usize) -> bool {
 /// it (and not into the owner's reserve) are released together when it
 /// returns or unwinds: one `fetch_sub` of their number instead of one
 /// each. The count only stays higher meanwhile, and `arc` keeps the value
-/// alive, so nothing is released early. A far spawn frees the batch of
+/// alive, so nothing is released early. A remote spawn frees the batch of
 /// finished tasks handed back to it this way, each of which held a share
 /// (`task_free.rs`). A nested call holds nothing back itself; drops of
 /// the outer call's value inside it are still counted by the outer call.

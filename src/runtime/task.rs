@@ -27,13 +27,13 @@ where
     F::Output: Send + 'static,
 {
     let id = remote.id;
-    // `far`: made where its loop is not running (another thread, or the
+    // `remote_spawn`: made where its loop is not running (another thread, or the
     // loop's own before it is entered), so the allocation is likely this
     // thread's: once it finishes, handed back in a batch to be freed by a
-    // far spawn like this one (`task_free.rs`).
-    let (share, far) = match owner {
+    // remote spawn like this one (`task_free.rs`).
+    let (share, remote_spawn) = match owner {
         Some(local) => (Share::new_with(remote, local), false),
-        None => match context::with_core(id, |core| Share::new_with(remote, &core.shares_local)) {
+        None => match context::with_core(id, |core| Share::new_with(remote, core.tasks.shares())) {
             Some(share) => (share, false),
             None => {
                 // Tasks this loop finished, handed back to be freed where
@@ -47,7 +47,7 @@ where
         },
     };
     let (runnable, task) = Builder::new().propagate_panic(true).spawn(
-        move |()| Registered::new(future, id, far),
+        move |()| Registered::new(future, id, remote_spawn),
         schedule_with(share, false),
     );
     // The first schedule, done here rather than through
@@ -64,9 +64,8 @@ where
 ///
 /// Its scheduler holds an `Arc` clone: made and (nearly always) dropped
 /// on this thread, the count's line stays here, and two uncontended RMWs
-/// cost less than the share's two thread-local lookups (row A1: a ratio
-/// to `LocalPool` of 1.15x with a share, 1.25x with the `Arc`,
-/// BENCHMARKS.md).
+/// cost less than the share's two thread-local lookups (BENCHMARKS.md,
+/// A1).
 pub(crate) fn spawn_local<F>(core: &Core, future: F) -> Task<F::Output>
 where
     F: Future + 'static,
@@ -136,7 +135,7 @@ fn schedule(remote: &Remote, runnable: Runnable, local: bool) {
 /// and every other task with it (`tests/faults.rs`).
 struct Registered<F> {
     future: ManuallyDrop<F>,
-    /// The loop's id, and [`FAR`].
+    /// The loop's id, and [`REMOTE`].
     looper: u64,
     key: Option<usize>,
 }
@@ -149,20 +148,20 @@ type Outcome<T> = Result<T, Box<dyn std::any::Any + Send>>;
 /// finishes the loop holds its memory for a batch handed back to the
 /// spawning threads (`task_free.rs`). A bit, not a field: a field would make every task
 /// 8 bytes larger.
-const FAR: u64 = 1 << 63;
+const REMOTE: u64 = 1 << 63;
 
 impl<F> Registered<F> {
-    fn new(future: F, looper: u64, far: bool) -> Self {
-        debug_assert!(looper & FAR == 0);
+    fn new(future: F, looper: u64, remote: bool) -> Self {
+        debug_assert!(looper & REMOTE == 0);
         Registered {
             future: ManuallyDrop::new(future),
-            looper: looper | if far { FAR } else { 0 },
+            looper: looper | if remote { REMOTE } else { 0 },
             key: None,
         }
     }
 
     fn looper(&self) -> u64 {
-        self.looper & !FAR
+        self.looper & !REMOTE
     }
 }
 
@@ -202,12 +201,17 @@ impl<F: Future> Future for Registered<F> {
         // after the poll returns, so this one is listed by then.
         if poll.is_pending() && this.key.is_none() {
             this.key =
-                context::with_core(this.looper(), |core| core.register_task(cx.waker())).flatten();
+                context::with_core(this.looper(), |core| core.tasks.register(cx.waker())).flatten();
         }
-        if this.looper & FAR != 0 && poll.is_ready() {
+        if this.looper & REMOTE != 0 && poll.is_ready() {
+            // Where the body starts in the task's allocation, measured
+            // rather than assumed from async-task's layout: its waker's
+            // data pointer is the task's address, and this future is the
+            // body (`task_free.rs` checks the distance is plausible).
+            let at = (this as *const Self as usize).wrapping_sub(cx.waker().data() as usize);
             context::with_core(this.looper(), |core| {
-                core.far_done
-                    .hold(cx.waker(), Self::TASK_BODY, &core.remote.returns)
+                core.tasks
+                    .hold_finished(cx.waker(), at, Self::TASK_BODY, &core.remote.returns)
             });
         }
         poll
@@ -217,7 +221,7 @@ impl<F: Future> Future for Registered<F> {
 impl<F> Drop for Registered<F> {
     fn drop(&mut self) {
         if let Some(key) = self.key {
-            context::with_core(self.looper(), |core| core.unregister_task(key));
+            context::with_core(self.looper(), |core| core.tasks.unregister(key));
         }
         // SAFETY: dropped in place (pinning allows it) exactly once, here;
         // `future` is not used after this.

@@ -16,7 +16,7 @@
 //! finds it full and before the loop sleeps (a park, or a host's wait when
 //! it is embedded). On the way it asks the CPU to move each task's lines
 //! out of its own caches into the shared one (`CLDEMOTE`, a hint: a no-op
-//! on CPUs without it, and it never faults). The next far spawn, on
+//! on CPUs without it, and it never faults). The next remote spawn, on
 //! whatever thread, takes what was handed back and frees it there
 //! ([`free_chain`]), asking for each task's lines a few tasks ahead of
 //! the one it frees: the misses overlap, and the chunks land in that
@@ -30,17 +30,15 @@
 //!
 //! What it holds: at most [`BATCH`] finished tasks here, until the batch
 //! is full or the loop sleeps, and [`task_return::DEPTH`] batch in the
-//! hand-over, until the next far spawn on this loop takes it (a give that
+//! hand-over, until the next remote spawn on this loop takes it (a give that
 //! finds it full frees it on the loop, at most [`BATCH`] tasks). Each
 //! task is at most [`SMALL`] bytes besides async-task's header: at most
 //! about 150 KiB of tasks (about 56 KiB for tasks of the usual size,
-//! around 100 bytes) and 12 KiB of lists. Unlike before the hand-over, an
-//! idle loop with no far spawns keeps them; quit and the loop's drop free
-//! them all on the loop. Larger tasks are freed as they finish. A batch
-//! of 256 rather than 64 took row B'' from about 207 to about 180 ns per
-//! task in alternating `benches/remote_spawn` processes (512: about 200).
-//! Measured (`benches/remote_spawn`, `benches/compare` row B''):
-//! BENCHMARKS.md, "B'': far tasks freed by their spawner".
+//! around 100 bytes) and 12 KiB of lists. An
+//! idle loop with no remote spawns keeps them; quit and the loop's drop free
+//! them all on the loop. Larger tasks are freed as they finish. The
+//! batch's size is the one that spawned fastest from another thread
+//! (BENCHMARKS.md, "B'': remote tasks freed by their spawner").
 //!
 //! [`task_return::DEPTH`]: super::task_return::DEPTH
 
@@ -59,10 +57,13 @@ pub(crate) const BATCH: usize = 256;
 /// the allocator's small-chunk sizes.
 pub(crate) const SMALL: usize = 256;
 
-/// What a task holds before its body: async-task's header (state,
-/// awaiter, vtable) and the scheduler, a share of the loop's `Remote`
-/// (a body aligned to at most 16 bytes starts there).
-const BEFORE_BODY: usize = 48;
+/// The most a task may hold before its body (async-task's header: state,
+/// awaiter, vtable; and the scheduler, a share of the loop's `Remote`).
+/// The distance is measured per task (`task.rs`); one beyond this means
+/// the waker's data pointer is not the task's start (another async-task
+/// layout), and the task is not held: it is freed where it finished, as
+/// every larger task is.
+const MAX_BEFORE_BODY: usize = 128;
 
 /// Wakers that keep finished tasks' memory until the batch is handed back,
 /// each with its task's size in bytes from the waker's address.
@@ -74,12 +75,13 @@ impl FreeBatch {
     }
 
     /// Keeps the task behind `waker`, whose future has just finished and
-    /// whose body (the future with its registration, or the output) is at
-    /// most `body` bytes, until the batch is handed back; a full batch is
-    /// handed to `returns` first. A task whose body is over [`SMALL`] bytes
-    /// is not held.
-    pub(crate) fn hold(&self, waker: &Waker, body: usize, returns: &Returns<Held>) {
-        if body > SMALL {
+    /// whose body (the future with its registration, or the output) starts
+    /// `at` bytes into the task and is at most `body` bytes, until the
+    /// batch is handed back; a full batch is handed to `returns` first. A
+    /// task whose body is over [`SMALL`] bytes, or starts more than
+    /// [`MAX_BEFORE_BODY`] bytes in, is not held.
+    pub(crate) fn hold(&self, waker: &Waker, at: usize, body: usize, returns: &Returns<Held>) {
+        if body > SMALL || at > MAX_BEFORE_BODY {
             return;
         }
         let mut held = self.0.borrow_mut();
@@ -93,7 +95,7 @@ impl FreeBatch {
         if held.capacity() == 0 {
             held.reserve_exact(BATCH);
         }
-        held.push((waker.clone(), (BEFORE_BODY + body) as u16));
+        held.push((waker.clone(), (at + body) as u16));
     }
 
     /// Hands the held tasks to the threads that spawn (`task_return.rs`),
@@ -106,8 +108,8 @@ impl FreeBatch {
         let held = std::mem::take(&mut *self.0.borrow_mut());
         for &(ref waker, size) in &held {
             let (mut line, last) = lines(waker.data().addr(), size);
-            // A plain loop: a stepped range cost about 20 instructions
-            // more per task (callgrind, `benches/ops spawn_remote`).
+            // A plain loop: it compiles to fewer instructions per task than
+            // a stepped range (`docs/costs.md`, `spawn_remote`).
             while line <= last {
                 demote(line);
                 line += 64;
@@ -135,11 +137,11 @@ impl FreeBatch {
     }
 }
 
-/// A finished far task held for its batch: a waker of it, and its size in
+/// A finished remote task held for its batch: a waker of it, and its size in
 /// bytes from the waker's address.
 pub(crate) type Held = (Waker, u16);
 
-/// Frees the batches the loop handed back (test builds; a far spawn
+/// Frees the batches the loop handed back (test builds; a remote spawn
 /// takes them itself and frees them with [`free_chain`]).
 #[cfg(test)]
 pub(crate) fn free_returned(returns: &Returns<Held>) {
@@ -179,10 +181,14 @@ pub(crate) fn free_chain(chain: Box<Chain<Held>>) {
 /// How many tasks ahead of the one it frees [`free_chain`] asks for.
 const AHEAD: usize = 4;
 
-/// The first and last lines of a task at `addr` of `size` bytes (an
-/// async-task waker's data pointer is its task's address; were that to
-/// change, the hints would land elsewhere: harmless), from the allocator's
-/// chunk header (the 16 bytes before it) to its last byte.
+/// The first and last lines of a task at `addr` of `size` bytes, from the
+/// allocator's chunk header to its last byte. glibc's malloc keeps a
+/// 16-byte header before each chunk, which its free writes; mimalloc and
+/// jemalloc keep none there, and the first line asked for may then be a
+/// neighbour's. Either way these are hints (a prefetch, `CLDEMOTE`): they
+/// never fault and change nothing the program can observe, so another
+/// allocator costs at most a wasted line (`tests/remote_free.rs` runs
+/// under mimalloc too: `tests/remote_free_mimalloc.rs`).
 #[inline]
 fn lines(addr: usize, size: u16) -> (usize, usize) {
     let first = addr.wrapping_sub(16) & !63;
@@ -235,12 +241,12 @@ mod tests {
         let returns = Returns::new();
         let batch = FreeBatch::new();
         for _ in 0..BATCH {
-            batch.hold(&waker(&dropped), 16, &returns);
+            batch.hold(&waker(&dropped), 48, 16, &returns);
         }
         assert_eq!(batch.len(), BATCH);
-        batch.hold(&waker(&dropped), 16, &returns);
+        batch.hold(&waker(&dropped), 48, 16, &returns);
         assert_eq!(batch.len(), 1);
-        // Handed back, not freed: a far spawn frees it.
+        // Handed back, not freed: a remote spawn frees it.
         assert_eq!(dropped.load(Ordering::Relaxed), 0);
         free_returned(&returns);
         assert_eq!(dropped.load(Ordering::Relaxed), BATCH);
@@ -263,13 +269,13 @@ mod tests {
         // Nobody spawns: batches pile up in the hand-over until it is full;
         // from then on each give frees the oldest batch on the loop.
         for round in 1..=depth + 2 {
-            batch.hold(&waker(&dropped), 16, &returns);
+            batch.hold(&waker(&dropped), 48, 16, &returns);
             batch.give(&returns);
             let freed = round.saturating_sub(depth);
             assert_eq!(dropped.load(Ordering::Relaxed), freed, "round {round}");
         }
         // Quit frees the hand-over and the batch on the loop.
-        batch.hold(&waker(&dropped), 16, &returns);
+        batch.hold(&waker(&dropped), 48, 16, &returns);
         batch.release(&returns);
         assert_eq!(dropped.load(Ordering::Relaxed), depth + 3);
         assert_eq!(batch.len(), 0);
@@ -280,9 +286,22 @@ mod tests {
         let dropped = Arc::new(AtomicUsize::new(0));
         let returns = Returns::new();
         let batch = FreeBatch::new();
-        batch.hold(&waker(&dropped), SMALL + 1, &returns);
+        batch.hold(&waker(&dropped), 48, SMALL + 1, &returns);
         assert_eq!(batch.len(), 0);
         assert_eq!(dropped.load(Ordering::Relaxed), 1);
+    }
+
+    /// A body further in than any async-task header (the waker's data is
+    /// not the task's start): not held, freed where it finished.
+    #[test]
+    fn tasks_whose_body_is_not_where_expected_are_not_held() {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let returns = Returns::new();
+        let batch = FreeBatch::new();
+        batch.hold(&waker(&dropped), MAX_BEFORE_BODY + 1, 16, &returns);
+        batch.hold(&waker(&dropped), usize::MAX - 8, 16, &returns);
+        assert_eq!(batch.len(), 0);
+        assert_eq!(dropped.load(Ordering::Relaxed), 2);
     }
 
     #[test]
@@ -290,9 +309,9 @@ mod tests {
         let dropped = Arc::new(AtomicUsize::new(0));
         let returns = Returns::new();
         let batch = FreeBatch::new();
-        batch.hold(&waker(&dropped), 16, &returns);
+        batch.hold(&waker(&dropped), 48, 16, &returns);
         batch.give(&returns);
-        batch.hold(&waker(&dropped), 16, &returns);
+        batch.hold(&waker(&dropped), 48, 16, &returns);
         drop(batch);
         assert_eq!(dropped.load(Ordering::Relaxed), 1);
         drop(returns);

@@ -1,4 +1,4 @@
-//! Batches of finished far tasks handed from the loop back to the threads
+//! Batches of finished remote tasks handed from the loop back to the threads
 //! that spawn tasks on it, so their memory is freed where it is allocated
 //! again.
 //!
@@ -10,7 +10,7 @@
 //! through the allocator's lists one at a time, and the spawner's next
 //! allocation and the writes that fill the task each wait for a line the
 //! loop core wrote last: two or three misses in a row per spawn
-//! (BENCHMARKS.md, "B'': far tasks freed by their spawner"). Handed back
+//! (BENCHMARKS.md, "B'': remote tasks freed by their spawner"). Handed back
 //! whole instead, the spawner asks for each task's lines a few tasks ahead
 //! of the one it frees, so the misses overlap; the chunks it frees go to
 //! its thread cache (seven per size) and its arena's lists, and its next

@@ -12,11 +12,13 @@
 //! in a poll that does not wait, counted as a park, rather than let it end
 //! its next sleep early.
 
+use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use super::core::Core;
 use super::looper::MainWake;
 use super::message::Entry;
+use super::park::Parker;
 use crate::queue::DeliQueue;
 use crate::stats::Counters;
 use crate::sync::Ordering;
@@ -35,10 +37,60 @@ pub struct Turn {
     pub quit: bool,
 }
 
+/// How the loop sleeps: its parker (epoll, eventfd, timerfd), how long it
+/// spins first and how early it wakes before a deadline
+/// (`Builder::spin`, `Builder::wake_early`), and whether a host waits on
+/// the epoll fd for it (module [`embed`](crate::embed)).
+pub(crate) struct Parking {
+    parker: RefCell<Parker>,
+    spin: Duration,
+    /// Ticks to wake before a deadline and spin.
+    early: u64,
+    /// `dispatch_ready` left the loop announced asleep for a host that
+    /// waits on the epoll fd; undo that before running again.
+    host_armed: Cell<bool>,
+}
+
+impl Parking {
+    pub(crate) fn new(parker: Parker, spin: Duration, early: u64) -> Parking {
+        Parking {
+            parker: RefCell::new(parker),
+            spin,
+            early,
+            host_armed: Cell::new(false),
+        }
+    }
+
+    /// The parker: the loop's epoll instance and its wake-ups.
+    #[inline]
+    pub(crate) fn parker(&self) -> &RefCell<Parker> {
+        &self.parker
+    }
+
+    /// A host now waits on the epoll fd for this loop.
+    pub(crate) fn set_host_armed(&self) {
+        self.host_armed.set(true);
+    }
+
+    /// Whether a host waited on the epoll fd; no longer.
+    pub(crate) fn take_host_armed(&self) -> bool {
+        self.host_armed.replace(false)
+    }
+}
+
 impl Core {
+    /// The loop parks, in the trace if one records.
+    #[inline]
+    fn trace_park(&self, now: u64) {
+        #[cfg(feature = "trace")]
+        self.stats.trace().park(now);
+        #[cfg(not(feature = "trace"))]
+        let _ = now;
+    }
+
     /// Whether anything can run without waiting.
     pub(crate) fn has_ready(&self, main: Option<&MainWake>) -> bool {
-        !self.local.borrow().is_empty() || main.is_some_and(|m| m.woken.load(Ordering::Acquire))
+        self.tasks.has_local() || main.is_some_and(|m| m.woken.load(Ordering::Acquire))
     }
 
     /// Waits until something may be ready or `timeout` passes.
@@ -47,8 +99,8 @@ impl Core {
             return;
         }
         let now = self.now_ticks();
-        self.psi.borrow_mut().close(now);
-        let local_timer = self.timers.borrow_mut().next_deadline();
+        self.stats.psi().borrow_mut().close(now);
+        let local_timer = self.time.timers().borrow_mut().next_deadline();
         let mut queue = self.queue.borrow_mut();
         let deadline = match (queue.next_deadline(), local_timer) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -62,7 +114,7 @@ impl Core {
         // room without waking the loop (only pushes do), so look again
         // within `RETRY` to release them (tests/flood.rs).
         let waiters = self.remote.flood.as_ref().is_some_and(|f| f.waiting() > 0);
-        let timeout = if self.flood_retry.get() || waiters {
+        let timeout = if self.backlog.retry() || waiters {
             Some(timeout.map_or(super::flood::RETRY, |t| t.min(super::flood::RETRY)))
         } else {
             timeout
@@ -72,30 +124,34 @@ impl Core {
             (Some(d), Some(l)) => Some(d.min(l)),
             (d, l) => d.or(l),
         };
-        if !self.spin.is_zero() && self.spin_for_work(&queue, main, wake_at, self.spin) {
+        if !self.parking.spin.is_zero()
+            && self.spin_for_work(&queue, main, wake_at, self.parking.spin)
+        {
             return;
         }
         // Close to a deadline with `wake_early`: spin out the rest.
-        if let Some(d) = deadline.filter(|d| self.early > 0 && d - now <= self.early) {
+        if let Some(d) =
+            deadline.filter(|d| self.parking.early > 0 && d - now <= self.parking.early)
+        {
             let rest = Duration::from_nanos(d - now);
             self.spin_for_work(&queue, main, Some(d), rest);
             return;
         }
         let wake_at = wake_at.map(|w| {
             if Some(w) == deadline {
-                w.saturating_sub(self.early)
+                w.saturating_sub(self.parking.early)
             } else {
                 w
             }
         });
         // Three ways to call the sleep off, each told whether a producer
         // had already claimed its wake-up (`take_claimed_wake`).
-        // Going to sleep: hand the finished far tasks held for a batch
+        // Going to sleep: hand the finished remote tasks held for a batch
         // back to the spawning threads (`task_free.rs`) before the sleep
         // is announced, so producers do not find the loop asleep while it
         // frees the oldest batch when the hand-over is full, and the look
         // at the local lane below comes after whatever those drops did.
-        self.far_done.give(&self.remote.returns);
+        self.tasks.give_finished(&self.remote.returns);
         let called_off = if !queue.prepare_sleep(wake_at) {
             Some(queue.take_wake_claimed())
         } else if self.has_ready(main) || (!waiters && self.flood_waiting_after_sleep()) {
@@ -117,9 +173,10 @@ impl Core {
             return;
         }
         drop(queue);
-        Counters::bump(&self.counters.parks);
+        Counters::bump(&self.stats.counters().parks);
         self.trace_park(now);
-        self.parker
+        self.parking
+            .parker
             .borrow_mut()
             .park_until(wake_at.map(|w| self.remote.monotonic_of(w)));
         self.io_deliver();
@@ -141,9 +198,9 @@ impl Core {
     /// sleep at once. (If the call has not landed yet, the next park ends
     /// early, as before, and is counted too.)
     fn take_claimed_wake(&self) {
-        Counters::bump(&self.counters.parks);
+        Counters::bump(&self.stats.counters().parks);
         self.trace_park(self.now_ticks());
-        self.parker.borrow_mut().park(Some(Duration::ZERO));
+        self.parking.parker.borrow_mut().park(Some(Duration::ZERO));
         self.io_deliver();
     }
 
@@ -185,12 +242,12 @@ impl Core {
         if self.check_quit() {
             return self.turn_result(0, true, deadline);
         }
-        self.main_ready
-            .set(main.is_some_and(|m| m.woken.load(Ordering::Relaxed)));
+        self.batching
+            .set_main_ready(main.is_some_and(|m| m.woken.load(Ordering::Relaxed)));
         let mut dispatched = self.dispatch();
         // A batch that left the queue alone for other ready work is not
         // idle: no idle handlers, no park.
-        if dispatched == 0 && !self.queue_deferred.get() {
+        if dispatched == 0 && !self.batching.deferred() {
             self.run_idle();
             self.park(timeout, main);
             if self.check_quit() {

@@ -11,9 +11,8 @@
 //! unbiased but thinner in the tail: a p99.9 needs about 32,000 dispatches
 //! to rest on 1,000 samples. With a slow-dispatch or slow-delivery
 //! threshold or an observer set, every dispatch is timed (those are
-//! opt-in). Pressure costs one clock read per batch of dispatches. The
-//! cost with stats on against a build with them off is measured by row A1
-//! of `benches/compare` (the note in BENCHMARKS.md gives the figure).
+//! opt-in). Pressure costs one clock read per batch of dispatches. What
+//! stats cost: BENCHMARKS.md, "The cost of stats and of tracing".
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};

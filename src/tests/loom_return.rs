@@ -1,4 +1,4 @@
-//! Loom model of the hand-over of finished far tasks to spawning threads
+//! Loom model of the hand-over of finished remote tasks to spawning threads
 //! (`src/runtime/task_return.rs`): the loop gives batches, spawners take
 //! whole chains, and whatever is left is taken back at quit. Every item
 //! must be dropped exactly once, after the loop's write of it (its cell is

@@ -136,7 +136,6 @@ pub(crate) enum Polled {
     /// The timer fired.
     Fired,
     /// Not yet; the waker it replaced, if any (dropped by the caller).
-    #[allow(dead_code)]
     Pending(Option<Waker>),
     /// Gone: dropped by quit (it never fires).
     Gone,

@@ -40,6 +40,7 @@
 pub(crate) mod clock;
 mod interval;
 pub(crate) mod local;
+pub(crate) mod loop_time;
 mod reg;
 mod sleep;
 mod timeout;

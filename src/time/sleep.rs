@@ -122,7 +122,7 @@ impl Sleep {
             RegRef::None => false,
             RegRef::Elapsed => true,
             RegRef::Local(k) => {
-                context::with_core(self.looper, |core| core.timers.borrow_mut().fired(k))
+                context::with_core(self.looper, |core| core.time.timers().borrow_mut().fired(k))
                     .unwrap_or(false)
             }
             RegRef::Shared(r) => r.cell.fired.load(Ordering::Acquire),
@@ -154,7 +154,7 @@ impl Sleep {
                 // The waker is dropped after the borrow ends (dropping it
                 // may drop a task, and timers with it).
                 let id = self.looper;
-                let here = context::with_core(id, |core| core.timers.borrow_mut().remove(k));
+                let here = context::with_core(id, |core| core.time.timers().borrow_mut().remove(k));
                 if here.is_none() {
                     // Off the loop thread: have the loop free the slot (if
                     // the looper is gone, the slot went with it).
@@ -162,7 +162,7 @@ impl Sleep {
                         let remove = move || {
                             // The waker is dropped here, after the borrow.
                             drop(context::with_core(id, |core| {
-                                core.timers.borrow_mut().remove(k)
+                                core.time.timers().borrow_mut().remove(k)
                             }));
                         };
                         let _ = remote.push(
@@ -196,10 +196,16 @@ impl Future for Sleep {
                 return Poll::Pending;
             }
             RegRef::Local(k) => {
-                match context::with_core(id, |core| core.timers.borrow_mut().poll(k, cx.waker())) {
+                match context::with_core(id, |core| {
+                    core.time.timers().borrow_mut().poll(k, cx.waker())
+                }) {
                     Some(Polled::Fired) => return Poll::Ready(()),
-                    // The replaced waker is dropped here, after the borrow.
-                    Some(Polled::Pending(_)) => return Poll::Pending,
+                    Some(Polled::Pending(replaced)) => {
+                        // Dropped here, after the borrow: a waker's drop
+                        // may run user code.
+                        drop(replaced);
+                        return Poll::Pending;
+                    }
                     // Dropped by quit: it never fires.
                     Some(Polled::Gone) => return Poll::Pending,
                     // Moved to another thread: re-register on the shared path.
@@ -211,16 +217,16 @@ impl Future for Sleep {
         }
         let deadline = self.deadline;
         let local = context::with_core(id, |core| {
-            if core.quit_done.get() {
+            if core.quit.done() {
                 return None;
             }
-            let mut timers = core.timers.borrow_mut();
+            let mut timers = core.time.timers().borrow_mut();
             // A deadline the loop's recent clock has passed is due now, with
             // no timer (a task registering many timers in one poll sees
             // them pass; see `LocalTimers::recent_clock`).
             let recent = timers
                 .recent_clock(|| core.now_ticks())
-                .max(core.clock.get());
+                .max(core.time.now());
             Some(if deadline <= recent {
                 Local::Due
             } else {

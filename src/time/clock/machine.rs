@@ -153,8 +153,8 @@ mod imp {
     fn probe_tsc_mode() -> TscMode {
         use core::arch::x86_64::__cpuid;
         let rdpid_ok = __cpuid(0).eax >= 7 && __cpuid(7).ecx & (1 << 22) != 0;
-        let rdtscp_ok = __cpuid(0x8000_0000).eax >= 0x8000_0001
-            && __cpuid(0x8000_0001).edx & (1 << 27) != 0;
+        let rdtscp_ok =
+            __cpuid(0x8000_0000).eax >= 0x8000_0001 && __cpuid(0x8000_0001).edx & (1 << 27) != 0;
         let mode = if rdpid_ok {
             TscMode::Rdpid
         } else if rdtscp_ok {

@@ -256,7 +256,7 @@ fn a_clocksource_that_cannot_be_read_again_keeps_the_last_answer() {
     assert!(s.cal.calibrated());
 }
 
-/// The clock runs 1.5 times as fast as the TSC says after calibration
+/// The clock goes 1.5 times as fast as the TSC says after calibration
 /// (beyond the quarter's margin): the next rebase's check finds a clock
 /// reading past the old base's extrapolation and switches extrapolation
 /// off for the process. (Readings between may be early: this is the

@@ -2,7 +2,7 @@
 //! handed back to be freed by the next spawn from another thread
 //! (`src/runtime/task_free.rs`, `src/runtime/task_return.rs`): once
 //! finished, at most a batch of them (256) is held by the loop and one
-//! more batch waits in the hand-over; the next far spawn frees all of
+//! more batch waits in the hand-over; the next remote spawn frees all of
 //! those, and quit or the looper's drop frees them on the loop.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -73,7 +73,7 @@ fn live() -> usize {
 
 /// Spawns `n` small detached tasks on `looper` from another thread, with
 /// that thread's small allocations tracked; returns the count they bump.
-fn spawn_far(looper: &Looper, n: usize) -> Arc<AtomicUsize> {
+fn spawn_remote(looper: &Looper, n: usize) -> Arc<AtomicUsize> {
     let h = looper.handle();
     let ran = Arc::new(AtomicUsize::new(0));
     let r = ran.clone();
@@ -104,7 +104,7 @@ fn run_all(looper: &Looper, ran: &AtomicUsize, n: usize) {
     });
 }
 
-/// Finished far tasks held for a batch (`task_free::BATCH`).
+/// Finished remote tasks held for a batch (`task_free::BATCH`).
 const BATCH: usize = 256;
 /// At most the loop's batch and the hand-over's one.
 const HELD: usize = BATCH * 2;
@@ -112,11 +112,11 @@ const HELD: usize = BATCH * 2;
 // One test function: the tracking table is process-wide, so the cases run
 // one after another, each on its own looper.
 #[test]
-fn finished_far_tasks_are_held_at_most_two_batches_and_freed_by_the_next_spawn_or_quit() {
-    // A park hands the loop's batch back; the next far spawn frees it all.
+fn finished_remote_tasks_are_held_at_most_two_batches_and_freed_by_the_next_spawn_or_quit() {
+    // A park hands the loop's batch back; the next remote spawn frees it all.
     let looper = Looper::new().unwrap();
     let n = 1_000;
-    let ran = spawn_far(&looper, n);
+    let ran = spawn_remote(&looper, n);
     run_all(&looper, &ran, n);
     let held = live();
     assert!(
@@ -132,25 +132,25 @@ fn finished_far_tasks_are_held_at_most_two_batches_and_freed_by_the_next_spawn_o
         after_park <= held && held - after_park <= BATCH,
         "{held} before the park, {after_park} after"
     );
-    // One far spawn frees every finished task first: only its own is live.
-    let ran = spawn_far(&looper, 1);
-    assert_eq!(live(), 1, "after the next far spawn");
+    // One remote spawn frees every finished task first: only its own is live.
+    let ran = spawn_remote(&looper, 1);
+    assert_eq!(live(), 1, "after the next remote spawn");
     run_all(&looper, &ran, 1);
 
     // A host's wait: `dispatch_ready` arms the fd for the host and hands
     // the batch back without parking.
-    let ran = spawn_far(&looper, 10);
+    let ran = spawn_remote(&looper, 10);
     // The 10 new tasks and the one the loop still holds in its batch.
     assert_eq!(live(), 11);
     run_all(&looper, &ran, 10);
     let turn = looper.dispatch_ready();
     assert_eq!(turn.dispatched, 0);
-    let ran = spawn_far(&looper, 1);
-    assert_eq!(live(), 1, "after dispatch_ready and the next far spawn");
+    let ran = spawn_remote(&looper, 1);
+    assert_eq!(live(), 1, "after dispatch_ready and the next remote spawn");
     run_all(&looper, &ran, 1);
 
     // Quit frees the batch and the hand-over.
-    let ran = spawn_far(&looper, 200);
+    let ran = spawn_remote(&looper, 200);
     run_all(&looper, &ran, 200);
     looper.turn(Some(Duration::ZERO));
     assert!(live() > 64, "tasks wait in the hand-over");
@@ -161,7 +161,7 @@ fn finished_far_tasks_are_held_at_most_two_batches_and_freed_by_the_next_spawn_o
 
     // The looper dropped without running again.
     let looper = Looper::new().unwrap();
-    let ran = spawn_far(&looper, 200);
+    let ran = spawn_remote(&looper, 200);
     run_all(&looper, &ran, 200);
     assert!(live() > 64);
     drop(looper);
