@@ -1,0 +1,14 @@
+//! The checks of `tests/remote_free.rs` under mimalloc, an allocator with
+//! no chunk header before an allocation: the loop's hints about a
+//! finished task's cache lines (`src/runtime/task_free.rs`) then include
+//! a line that may be a neighbour's, which changes nothing observable.
+//! Every remote task still runs once, is held at most two batches, and is
+//! freed by the next remote spawn, quit or the looper's drop.
+#![cfg(not(miri))]
+
+/// The allocator under the tracking one.
+static INNER: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod common;
+
+include!("common/remote_free_body.rs");
