@@ -82,15 +82,15 @@
 //!   This path is outside what the loom models prove: they check its
 //!   bookkeeping, with the grace modelled as the call it replaces.
 //!
-//! The price is the barrier: 3-13 µs with another thread of the process
-//! running (BENCHMARKS.md), paid only when a consumer that took at least
-//! [`ENTER_AFTER`] lane items without sleeping makes its next sleep check
-//! (whether it then sleeps or not) or drains, or enters the mode on a
-//! queue a close has reached, so
-//! at most a few ns per item taken. The call interrupts every other
-//! running thread of the process (an IPI to each CPU running one), not
-//! only the producers, and the kernel serialises such calls, so many
-//! loops leaving the mode at once wait for each other. A loop that sleeps
+//! The price is the barrier (its cost: BENCHMARKS.md, "Busy mode: lane
+//! pushes without their `swap`"), paid only when a consumer that took at
+//! least [`ENTER_AFTER`] lane items without sleeping makes its next sleep
+//! check (whether it then sleeps or not) or drains, or enters the mode on
+//! a queue a close has reached, so it is spread over at least that many
+//! items. The call interrupts every other running thread of the process
+//! (an IPI to each CPU running one), not only the producers, and the
+//! kernel serialises such calls, so many loops leaving the mode at once
+//! wait for each other. A loop that sleeps
 //! between items never enters the mode.
 //!
 //! Under loom the barrier is modelled (`loom_busy.rs`): the producer
@@ -105,7 +105,8 @@ use crate::sync::{fence, AtomicU64, Ordering};
 pub(crate) const BUSY: u64 = 1 << 62;
 
 /// Lane items the consumer takes without a sleep before it enters busy
-/// mode: the barrier it pays to leave costs at most a few ns per item.
+/// mode: the barrier it pays to leave is spread over at least this many
+/// items.
 pub(crate) const ENTER_AFTER: u32 = if cfg!(loom) { 1 } else { 4096 };
 
 /// Enters busy mode on `order` unless the queue is closed or the barrier

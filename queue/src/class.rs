@@ -3,12 +3,12 @@
 //!
 //! * **Sync** entries are held back by a sync barrier; the barriers
 //!   themselves are sync entries, ordered by `(when, seq)` like the rest.
-//! * **Async** entries (pushed with [`Push::asynchronous`](super::Push::asynchronous))
-//!   pass barriers.
+//! * **Asynchronous** entries (pushed with
+//!   [`Push::asynchronous`](super::Push::asynchronous)) pass barriers.
 //!
 //! While the earliest sync entry is a live barrier, the sync class yields
-//! nothing and only async entries come out; without barriers the two
-//! classes merge into exactly one `(when, seq)` order.
+//! nothing and only asynchronous entries come out; without barriers the
+//! two classes merge into exactly one `(when, seq)` order.
 //!
 //! Each class keeps a *lane* beside its heap: entries already due when
 //! swept, in increasing `(when, seq)` order, in and out in O(1). The lane

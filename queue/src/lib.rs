@@ -22,32 +22,40 @@
 //! FIFO among equal `when` needs no shared counter. Front pushes get
 //! `when = 0` and a decreasing negative `seq`: LIFO among themselves.
 //!
-//! **Lanes** (`docs/lanes.md`; `lane.rs`, `registry.rs`, `local.rs`,
-//! `pick.rs`). With lanes on, every push but a front one takes a *push
-//! number* from one shared counter (`order`, whose bit 63 is CLOSED and
-//! bit 62 BUSY, busy mode: `busy.rs`), and
-//! that number is its `seq`: a stack node carries it in `prev` until it is
-//! swept. A push due now (not front, not a barrier; a cancellable one
-//! only if made with [`Push::due_now`], and then its [`Ticket`] is a lane
-//! slot's) goes instead to its thread's *lane*: blocks of slots only that thread
-//! writes, published by one swap per slot (a plain store while the
-//! consumer is busy: `busy.rs`) and read by the consumer in order. The consumer's pop takes the least of the heaps' heads and the
-//! lanes' heads (`pick.rs` re-reads lanes it found empty, so it never
-//! takes an item before one pushed before it with a smaller key), and
-//! before it takes a lane item it looks at `top` again and sweeps if it
-//! moved: a stack push numbered before the lane item is then seen. The
-//! sleep check reads every lane head with an RMW, `close` sets `order`'s
-//! bit before `top`'s (a lane pusher that sees it after publishing takes
-//! its item back, unless a drain claimed it), walkers walk the lanes too,
-//! and `for_each_pending` lends lane payloads with a bit in the slot's
-//! state that makes a recall fail meanwhile. Only `T: Send + 'static`
-//! payloads may take a lane: a thread's lane outlives any borrow.
+//! **Lanes** (a queue made with [`DeliQueue::with_lanes`]). A *lane* is one
+//! producer thread's own run of slots, in blocks, for the items it pushes
+//! due now (not front pushes, not barriers; a cancellable push only if
+//! made with [`Push::due_now`], and then its [`Ticket`] names the slot).
+//! Only that thread writes its lane, publishing each slot with one swap of
+//! the slot's state word (a plain store while the consumer is in busy
+//! mode: `busy.rs`), and only the consumer reads it, in the order written.
+//! Every push but a front one, to a lane or to the stack, first takes a
+//! *push number* from one shared counter (`order`: bit 63 is CLOSED, bit
+//! 62 BUSY) and that number is its `seq` (a stack node keeps it in `prev`
+//! until it is swept), so lanes and stack share one `(when, seq)` order.
+//! The consumer pops the least of the heaps' heads and the lanes' heads:
+//! the lanes' pick (`pick.rs`) reads again the lanes it found empty, and
+//! before a lane item comes out the consumer sweeps again if `top` moved,
+//! so no item comes out before one pushed before it with a smaller key.
+//! The sleep check reads every lane's head with an RMW, so a push whose
+//! publish it misses sees the consumer asleep and wakes it; `close` sets
+//! `order`'s CLOSED bit before `top`'s, so a lane push that sees it after
+//! publishing takes its item back unless a drain claimed it; walkers walk
+//! the lanes too; and `for_each_pending` lends a lane payload with a bit
+//! in its slot's state that makes a recall fail meanwhile. Only
+//! `T: Send + 'static` payloads take a lane: a thread's lane outlives any
+//! borrow. The code is in `lane.rs` (one lane), `registry.rs` (a queue's
+//! lanes), `local.rs` (a thread's lanes) and `pick.rs` (the pick); the
+//! argument is `docs/lanes.md`, and the loom models that check it are in
+//! `queue/src/tests/loom_*.rs` (`loom_lane.rs`, `loom_registry.rs`,
+//! `loom_wiring.rs`, `loom_busy.rs`).
 //!
-//! **Sync barriers** (`class.rs`). The consumer keeps two classes of entries,
-//! each a heap plus a lane of already-due entries: *sync* entries and
-//! barriers, and *async* entries ([`Push::asynchronous`]). They merge into
-//! one `(when, seq)` order, except that while the earliest sync entry is a
-//! live barrier ([`Producer::push_barrier`]) the sync class yields nothing.
+//! **Sync barriers** (`class.rs`). The consumer keeps two classes of
+//! entries, each a heap plus a lane of already-due entries: *sync* entries
+//! and barriers, and *asynchronous* entries ([`Push::asynchronous`]). They
+//! merge into one `(when, seq)` order, except that while the earliest sync
+//! entry is a live barrier ([`Producer::push_barrier`]) the sync class
+//! yields nothing.
 //! Removing a barrier is cancelling its ticket; [`Producer::nudge`] then
 //! wakes a sleeping consumer to release what it held.
 //!
@@ -79,9 +87,9 @@
 //! **Waking** (`wait.rs`). One wait word says "awake" or "asleep until D".
 //! A push reports [`Pushed::wake`] only if the consumer sleeps past the new
 //! item's `when` (and, while a sync barrier holds items back, not for an
-//! item behind it; an async or front push then always does), and only one
-//! push (or close, or nudge) per sleep does: a close reports it if the
-//! consumer sleeps and no one woke it yet.
+//! item behind it; an asynchronous or front push then always does), and
+//! only one push (or close, or nudge) per sleep does: a close reports it
+//! if the consumer sleeps and no one woke it yet.
 //!
 //! **Closing.** Bit 0 of the top pointer: after [`DeliQueue::close`] every
 //! push fails with [`Closed`] holding its item, and everything accepted
@@ -175,7 +183,7 @@ pub(crate) mod probe {
     }
 }
 
-/// Records that a rare path ran, under loom (see [`probe`]).
+/// Records that a rare path ran, under loom (see `probe`).
 macro_rules! probe_hit {
     ($name:ident) => {
         #[cfg(loom)]
@@ -190,16 +198,11 @@ mod class;
 mod consumer;
 mod gate;
 pub mod heap;
-// Lanes (`docs/lanes.md`): a few pieces (a lane used alone, the plain
-// pick, some counts) serve only the unit tests and loom models.
-#[cfg_attr(not(any(test, loom)), allow(dead_code))]
 pub(crate) mod lane;
 pub(crate) mod local;
 mod node;
-#[cfg_attr(not(any(test, loom)), allow(dead_code))]
 pub(crate) mod pick;
 mod producer;
-#[cfg_attr(not(any(test, loom)), allow(dead_code))]
 pub(crate) mod registry;
 mod shared;
 mod wait;

@@ -292,7 +292,7 @@ where
 }
 
 /// How many lanes this thread holds (tests).
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 pub(crate) fn held() -> usize {
     LANES.with(|l| l.borrow().entries.len())
 }

@@ -73,8 +73,9 @@ pub(crate) const TICKET: usize = 0b1000;
 pub(crate) const FRONT: u32 = 1;
 /// `flags`: the item carries a tag.
 pub(crate) const HAS_TAG: u32 = 2;
-/// `flags`: the item passes sync barriers (see [`super::Push::asynchronous`]).
-pub(crate) const PASSES: u32 = 4;
+/// `flags`: the item is asynchronous: it passes sync barriers (see
+/// [`super::Push::asynchronous`]).
+pub(crate) const ASYNCHRONOUS: u32 = 4;
 /// `flags`: the item is a sync barrier (see [`super::Producer::push_barrier`]).
 pub(crate) const BARRIER: u32 = 8;
 /// `flags`: user flag bits start here (see [`super::Push::flags`]).
@@ -174,7 +175,6 @@ impl<T> Node<T> {
     }
 
     /// Loom only: brings a recycled node back to life through its cells.
-    #[cfg_attr(not(loom), allow(dead_code))]
     fn reinit(&self, item: T, meta: Meta, state: usize) {
         self.next.store(ptr::null_mut(), Ordering::Relaxed);
         // SAFETY: the caller owns the dead node exclusively.

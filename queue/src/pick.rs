@@ -56,18 +56,12 @@
 //! EMPTY, so no pick notes a bound while it is there (one noted before it
 //! retired stays sound: the lane held nothing); the note of lanes read
 //! EMPTY below covers that case when the lane is read after `c`, below
-//! position 64. With two lanes whose
-//! producers share a CPU (row B2: one lane fills while the other waits
-//! with a head), a drain of 500,000 items pushed that way went from
-//! 31.6-32.0 to 28.0-28.5 ns per item, as fast as one lane alone
-//! (27.1-27.5; the fastest of 15 drains, three processes each,
-//! `benches/drain`, `seq` and `one`); with the other lane EMPTY (every
-//! head read each pick, as before), the bookkeeping costs about 14
-//! instructions more per item (callgrind, `benches/ops`,
-//! `queue_remote_lanes2`). The loom model is
+//! position 64. It pays where the lanes' producers share a CPU: while one
+//! lane fills and the others wait with a head, a pick reads that lane
+//! alone. The loom model is
 //! `a_bounded_pick_never_takes_an_item_before_one_pushed_before_it`
-//! (`queue/src/tests/loom_registry.rs`); the unit test below also checks the bound's
-//! comparison and a walker removing a bounding head.
+//! (`queue/src/tests/loom_registry.rs`); the unit test below also checks
+//! the bound's comparison and a walker removing a bounding head.
 //!
 //! **Past lanes read EMPTY.** A pick that read some lanes EMPTY, all after
 //! it acquired `c`'s state and all at positions below 64, and every other
@@ -80,8 +74,9 @@
 //! that key and, read again after `h`'s state was acquired, each of those
 //! lanes is still EMPTY: an item pushed before `h` would show there, the lanes with
 //! a head hold nothing below it, and a lane registered since is caught by
-//! the registry's head, as above. That is row B2's steady state: one
-//! producer fills its lane while the other, not running, has an EMPTY one.
+//! the registry's head, as above. That is the steady state of two
+//! producers sharing a CPU: one fills its lane while the other, not
+//! running, has an EMPTY one.
 //!
 //! The queue takes such a head by a short path before it picks
 //! ([`Lanes::take_bounded`], from `DeliQueue::pop_with_lanes` when a
@@ -94,13 +89,10 @@
 //! Any other case (a dead or EMPTY head, the block's end, a retired lane,
 //! a head not due or not below the bound, a noted lane no longer EMPTY, a
 //! lane registered since, a push on the stack since, a claim lost to a
-//! remover) goes the long way, which reads them again. Measured
-//! (BENCHMARKS.md, "The short path for one lane, and past EMPTY lanes"):
-//! under the bound, row B2 went from a median of 36.0 to 33.5 ns per item
-//! on the Intel host; past EMPTY lanes, from 22.95 to 15.3 on the EPYC
-//! host; the one-lane case took row B1 from a median of 23.8 to 19.25 on
-//! the EPYC host but made it slower on the Intel one
-//! (`Lanes::take_bounded`'s comment). The loom model
+//! remover) goes the long way, which reads them again. The short path is
+//! there for speed alone, and its checks above for soundness (what it
+//! saves: BENCHMARKS.md, "The short path for one lane, and past EMPTY
+//! lanes"). The loom model
 //! `a_bounded_pop_never_takes_an_item_before_one_pushed_before_it`
 //! (`queue/src/tests/loom_wiring.rs`) and the test
 //! `a_pick_that_reads_one_lane_on_still_lets_earlier_items_out_first`
@@ -111,13 +103,6 @@
 //! and the test
 //! `a_pop_past_a_lane_read_empty_still_lets_an_item_pushed_there_before_out_first`
 //! fail if the second look at the EMPTY lanes is.
-//!
-//! (`docs/lanes.md` first skipped step 2 by a low watermark of consumed
-//! numbers instead. Measured, the watermark cost more than the re-reads it
-//! saved: a producer preempted between taking its number and publishing
-//! holds it back for a whole time slice, during which every item is
-//! consumed out of order into the watermark's heap; row B2 went from 15
-//! to 29 ns per item.)
 //!
 //! Dead heads (removed by a walker or a ticket, recalled by their pusher)
 //! are stepped over where they are met; a removed item's payload goes to
@@ -198,7 +183,7 @@ fn read_head<T>(
                     Read::Held
                 };
             }
-            Head::Dead(_) => {
+            Head::Dead => {
                 if let Some(r) = lanes.step_over(i) {
                     dead(r);
                 }
@@ -239,10 +224,8 @@ impl Again {
     }
 }
 
-/// The least of the published lane heads the consumer may take now
-/// (steps 1 and 2 of the design comment), or `None` if no lane has one.
-/// Dead heads met on the way are stepped over (removed items to
-/// `dead`). Never waits.
+/// [`pick_within`] with no limit: for the tests and the loom models.
+#[cfg(any(test, loom))]
 #[inline]
 pub(crate) fn pick<T>(
     lanes: &mut Lanes<T>,
@@ -252,11 +235,15 @@ pub(crate) fn pick<T>(
     pick_within(lanes, reg, dead, &|_, _| true)
 }
 
-/// As [`pick`], among the heads `allowed` lets out, given a lane's class
-/// and a head's `(when, number)`: a sync barrier holds back the sync
-/// lanes' items from its own key on. `allowed` must hold back every key
-/// above one it holds back, in a class (each lane is in key order, so a
-/// lane whose head is held is held whole and needs no second look).
+/// The least of the published lane heads the consumer may take now
+/// (steps 1 and 2 of the design comment), or `None` if no lane has one.
+/// Dead heads met on the way are stepped over (removed items to
+/// `dead`). Never waits. Only the heads `allowed` lets out count, given a
+/// lane's class and a head's `(when, number)`: a sync barrier holds back
+/// the sync lanes' items from its own key on. `allowed` must hold back
+/// every key above one it holds back, in a class (each lane is in key
+/// order, so a lane whose head is held is held whole and needs no second
+/// look).
 #[inline(always)]
 pub(crate) fn pick_within<T>(
     lanes: &mut Lanes<T>,
@@ -322,8 +309,8 @@ pub(crate) fn pick_within<T>(
     let mut note = |key: (u64, u64)| {
         others = Some(others.map_or(key, |o| o.min(key)));
     };
-    // Wrapping by a compare, not `%` (a division) or a chained range (21
-    // instructions more per item on two lanes, `queue_remote_lanes2`).
+    // Wrapping by a compare: cheaper per item than `%` (a division) or a
+    // chained range.
     for k in 0..n {
         let i = if start + k < n {
             start + k
@@ -491,16 +478,16 @@ mod tests {
         let reg = Registry::<u64>::new();
         let order = AtomicU64::new(0);
         let (a, mut sync) = Lane::of_class(0);
-        let (b, mut asyn) = Lane::of_class(1);
+        let (b, mut asynchronous) = Lane::of_class(1);
         // SAFETY: new lanes.
         unsafe {
             reg.register(a);
             reg.register(b);
         }
         push(&mut sync, &order, 1, 1); // n 0
-        push(&mut asyn, &order, 3, 3); // n 1
+        push(&mut asynchronous, &order, 3, 3); // n 1
         push(&mut sync, &order, 5, 5); // n 2
-        push(&mut asyn, &order, 7, 7); // n 3
+        push(&mut asynchronous, &order, 7, 7); // n 3
         let mut lanes = Lanes::new();
         lanes.adopt(&reg, false);
         // A sync barrier at (4, 0): sync items from there on are held.
@@ -511,7 +498,7 @@ mod tests {
         }
         assert_eq!(got, [1, 3, 7], "5 held, 7 passes");
         assert_eq!(drain(&mut lanes, &reg), [5], "released");
-        drop((sync, asyn));
+        drop((sync, asynchronous));
         // SAFETY: the consumer's only hand-over.
         unsafe { lanes.hand_over(&reg) };
     }
@@ -528,14 +515,14 @@ mod tests {
         lanes.adopt(&reg, false);
         let barrier = |class: u8, key: (u64, u64)| class == 1 || key < (4, 0);
         assert!(pick_within(&mut lanes, &reg, drop, &barrier).is_none());
-        let (b, mut asyn) = Lane::of_class(1);
+        let (b, mut asynchronous) = Lane::of_class(1);
         // SAFETY: a new lane.
         unsafe { reg.register(b) };
-        push(&mut asyn, &order, 2, 6);
+        push(&mut asynchronous, &order, 2, 6);
         let p = pick_within(&mut lanes, &reg, drop, &barrier).expect("the new lane's item");
         assert_eq!(take(&mut lanes, p), Some(2));
         assert_eq!(drain(&mut lanes, &reg), [1]);
-        drop((sync, asyn));
+        drop((sync, asynchronous));
         // SAFETY: the consumer's only hand-over.
         unsafe { lanes.hand_over(&reg) };
     }

@@ -7,8 +7,8 @@ use std::ptr::NonNull;
 use super::lane::{self, Outcome, Writer};
 use super::node::Meta;
 use super::node::{
-    Node, BARRIER, FRONT, HAS_TAG, LIFE_MASK, PASSES, QUEUED, REMOVED, RETIRED, TICKET, USER_SHIFT,
-    WALKED,
+    Node, ASYNCHRONOUS, BARRIER, FRONT, HAS_TAG, LIFE_MASK, QUEUED, REMOVED, RETIRED, TICKET,
+    USER_SHIFT, WALKED,
 };
 use super::shared::{LanePushed, Shared};
 use super::wait::WakeKind;
@@ -148,7 +148,7 @@ impl Push {
     fn node_flags(&self) -> u32 {
         (self.front as u32 * FRONT)
             | ((self.tag.is_some() && !self.hinted) as u32 * HAS_TAG)
-            | (self.asynchronous as u32 * PASSES)
+            | (self.asynchronous as u32 * ASYNCHRONOUS)
             | (self.barrier as u32 * BARRIER)
             | ((self.flags as u32) << USER_SHIFT)
     }
@@ -272,7 +272,7 @@ impl ItemInfo {
 
     /// Whether it passes sync barriers ([`Push::asynchronous`]).
     pub fn is_asynchronous(&self) -> bool {
-        self.flags & PASSES != 0
+        self.flags & ASYNCHRONOUS != 0
     }
 
     /// Whether it is a sync barrier ([`Producer::push_barrier`]).

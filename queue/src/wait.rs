@@ -36,10 +36,10 @@
 //!   deadline. With bit 62 that deadline is also capped by the barrier's
 //!   `when`, so an item behind the barrier (due at or after it) wakes
 //!   nobody, while one due before the barrier (it runs first) does;
-//! * an **async** push (it passes barriers) or a front push (it goes before
-//!   any barrier): if `when` is before the deadline, and always while
-//!   bit 62 is set (the word no longer holds the plain deadline: a spurious
-//!   wake at most, once per sleep);
+//! * an **asynchronous** push (it passes barriers) or a front push (it
+//!   goes before any barrier): if `when` is before the deadline, and
+//!   always while bit 62 is set (the word no longer holds the plain
+//!   deadline: a spurious wake at most, once per sleep);
 //! * a **close** or a removed barrier ([`WaitWord::needs_wake_any`]): if
 //!   the consumer sleeps at all.
 
@@ -60,7 +60,7 @@ pub(crate) enum WakeKind {
     /// behind it, it sorts before the barrier at the barrier's time, so
     /// one due then wakes (at most one spurious wake per sleep).
     SyncNumbered,
-    /// Passes barriers (async), or goes before them (a front push).
+    /// Passes barriers (asynchronous), or goes before them (a front push).
     Passes,
 }
 

@@ -51,7 +51,7 @@
 //!   started (it reads each lane up to the first empty slot as it goes).
 //!
 //! Checked to fail: without a pop's second look at the stack's top before
-//! it takes a lane's item (`take_lane_pick` in `queue/src/consumer.rs`),
+//! it takes a lane's item (`take_lane_pick` in `queue/src/consumer/pop.rs`),
 //! 500 histories under shuttle found one with no linearization (10,000 on
 //! real threads did not). Without the pick's re-read of lanes it read
 //! empty (step 2 of `queue/src/pick.rs`), neither 3,000 under shuttle

@@ -94,4 +94,3 @@ pub fn child(name: &str) -> std::process::Output {
         .output()
         .unwrap()
 }
-
