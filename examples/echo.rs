@@ -35,44 +35,43 @@ async fn echo(stream: TcpStream) -> std::io::Result<u64> {
     }
 }
 
-fn main() {
+#[deliloop::main]
+async fn main() {
     let selftest = std::env::args().any(|a| a == "--selftest");
-    deliloop::block_on(async {
-        let listener = TcpListener::bind(("127.0.0.1", port_arg()))
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().unwrap();
-        println!("{addr}");
-        std::io::stdout().flush().unwrap();
-        if selftest {
-            deliloop::spawn(async move {
-                let mut c = TcpStream::connect(addr).await.unwrap();
-                c.write_all(b"round trip").await.unwrap();
-                let mut buf = [0; 10];
-                c.read_exact(&mut buf).await.unwrap();
-                assert_eq!(&buf, b"round trip");
-                println!("self-test: echoed {:?}", std::str::from_utf8(&buf).unwrap());
-                std::process::exit(0);
-            })
-            .detach();
-        }
-        loop {
-            match listener.accept().await {
-                Ok((stream, peer)) => deliloop::spawn(async move {
-                    match echo(stream).await {
-                        Ok(n) => eprintln!("{peer}: echoed {n} bytes"),
-                        Err(e) => eprintln!("{peer}: {e}"),
-                    }
-                })
-                .detach(),
-                // Out of file descriptors, say: the pending connection is
-                // offered again on the next accept; back off meanwhile
-                // rather than spin on the same error.
-                Err(e) => {
-                    eprintln!("accept: {e}");
-                    deliloop::time::sleep(std::time::Duration::from_millis(10)).await;
+    let listener = TcpListener::bind(("127.0.0.1", port_arg()))
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().unwrap();
+    println!("{addr}");
+    std::io::stdout().flush().unwrap();
+    if selftest {
+        deliloop::spawn(async move {
+            let mut c = TcpStream::connect(addr).await.unwrap();
+            c.write_all(b"round trip").await.unwrap();
+            let mut buf = [0; 10];
+            c.read_exact(&mut buf).await.unwrap();
+            assert_eq!(&buf, b"round trip");
+            println!("self-test: echoed {:?}", std::str::from_utf8(&buf).unwrap());
+            std::process::exit(0);
+        })
+        .detach();
+    }
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => deliloop::spawn(async move {
+                match echo(stream).await {
+                    Ok(n) => eprintln!("{peer}: echoed {n} bytes"),
+                    Err(e) => eprintln!("{peer}: {e}"),
                 }
+            })
+            .detach(),
+            // Out of file descriptors, say: the pending connection is
+            // offered again on the next accept; back off meanwhile
+            // rather than spin on the same error.
+            Err(e) => {
+                eprintln!("accept: {e}");
+                deliloop::time::sleep(std::time::Duration::from_millis(10)).await;
             }
         }
-    });
+    }
 }

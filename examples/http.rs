@@ -33,32 +33,31 @@ fn port_arg() -> u16 {
         .unwrap_or(0)
 }
 
-fn main() {
-    deliloop::block_on(async {
-        let listener = TcpListener::bind(("127.0.0.1", port_arg()))
-            .await
-            .expect("bind");
-        println!("http://{}/", listener.local_addr().unwrap());
-        std::io::stdout().flush().unwrap();
-        loop {
-            let (stream, _) = match listener.accept().await {
-                Ok(s) => s,
-                Err(e) => {
-                    // Out of fds, say: back off instead of spinning.
-                    eprintln!("accept: {e}");
-                    deliloop::time::sleep(std::time::Duration::from_millis(10)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            deliloop::spawn_local(async move {
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(stream, hyper::service::service_fn(hello));
-                if let Err(e) = conn.await {
-                    eprintln!("connection: {e}");
-                }
-            })
-            .detach();
-        }
-    });
+#[deliloop::main]
+async fn main() {
+    let listener = TcpListener::bind(("127.0.0.1", port_arg()))
+        .await
+        .expect("bind");
+    println!("http://{}/", listener.local_addr().unwrap());
+    std::io::stdout().flush().unwrap();
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of fds, say: back off instead of spinning.
+                eprintln!("accept: {e}");
+                deliloop::time::sleep(std::time::Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        deliloop::spawn_local(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(stream, hyper::service::service_fn(hello));
+            if let Err(e) = conn.await {
+                eprintln!("connection: {e}");
+            }
+        })
+        .detach();
+    }
 }

@@ -1,6 +1,11 @@
 //! A tour of deliloop: each feature once, with its timing.
 //!
 //! `cargo run --release --example tour`
+//!
+//! The tour builds its Looper by hand because it drives it by hand
+//! (`dispatch_ready`, `turn`, `run`, `stats`), which no code may do while a
+//! loop runs on the thread. A program that only awaits writes
+//! `#[deliloop::main] async fn main()` instead (`examples/hello.rs`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

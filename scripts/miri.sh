@@ -33,7 +33,7 @@ fi
 # The queue crate's tests (queue/tests/) and the root package's.
 queue_tests=(queue queue_lanes queue_model queue_stress linearizable)
 runtime_tests=(android cancel cross_thread embed fairness faults flood liveness observe panic
-  post_alloc pressure quit spawn timer trace)
+  paused post_alloc pressure quit spawn timer trace)
 echo "SKIP miri io, io_fd_limit, compat: Miri has no TCP or UDP sockets, and no ioctl(FIONBIO) on a socketpair"
 echo "SKIP miri looper_fd_limit: Miri has no setrlimit"
 echo "SKIP miri embed_latency, pressure_memdelay: they measure latencies to the millisecond, and Miri's clock advances as it interprets"

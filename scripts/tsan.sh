@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over the tests where threads race: the queue's stress
-# test, the cross-thread and cancellation tests, the liveness test, and
+# test, the cross-thread and cancellation tests, the liveness test, the
+# blocking pool's and name resolution's tests, the signal streams' test
+# (handlers on raising threads against loops on others), the child
+# processes' test (the SIGCHLD action, run on any thread, against the
+# loops of several test threads), the loop group's test (start-up,
+# cross-loop posts and shutdown across its threads), and
 # the queue's barrier fault test (busy mode given up while two threads push).
 # Needs a nightly toolchain with rust-src (std is rebuilt instrumented, so
 # TSan sees std's own atomics and locks).
@@ -20,7 +25,7 @@ if ! rustup +nightly component list --installed 2>/dev/null | grep -q '^rust-src
   fi
 fi
 
-tests=(--test cross_thread --test cancel --test liveness)
+tests=(--test cross_thread --test cancel --test liveness --test blocking --test names --test signal --test process --test group)
 if [[ "${1:-}" == "--quick" ]]; then
   tests=()
 fi

@@ -59,7 +59,7 @@ fn busy_mode_off_never_calls_membarrier() {
         println!("{}", stdout.lines().find(|l| l.contains("SKIP")).unwrap());
         return;
     }
-    let on = std::process::Command::new(std::env::current_exe().unwrap())
+    let on = seccomp::this_test_binary()
         .args([
             "--exact",
             "busy_mode_off_never_calls_membarrier",

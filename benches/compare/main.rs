@@ -1,7 +1,7 @@
 //! deliloop against its peers, interleaved in one process.
 //!
 //! `cargo bench --bench compare -- [--quick] [--json PATH] [--only A,B,...]`
-//! (`--only` takes workload letters: A, B, ..., G, G2, H, I, T, floor)
+//! (`--only` takes workload letters: A, B, ..., G, G2, H, I, K, P1, S1, T, V1, X, floor)
 //!
 //! Every workload runs each implementation in turn (A B C A B C ...) for a
 //! number of rounds, so drift and noise on this shared machine hit all of
@@ -12,19 +12,24 @@
 
 #![allow(missing_docs)]
 
+mod blocking;
 mod cancel;
 mod echo;
 mod enqueue;
 mod floors;
+mod group;
 mod insert;
 mod lateness;
 #[allow(dead_code)]
 #[path = "../common/legacy.rs"]
 mod legacy;
+mod paused;
 mod plot;
 mod post;
+mod process;
 mod ring;
 mod server;
+mod signal;
 mod spawn;
 mod stall;
 mod timers;
@@ -91,7 +96,12 @@ fn main() {
         ("H", ring::workloads),
         ("H", server::workloads),
         ("I", echo::workloads),
+        ("K", blocking::workloads),
+        ("P1", process::workloads),
+        ("S1", signal::workloads),
         ("T", lateness::workloads),
+        ("V1", paused::workloads),
+        ("X", group::workloads),
         ("floor", floors::workloads),
     ];
     let mut rows: Vec<Row> = Vec::new();

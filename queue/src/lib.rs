@@ -150,6 +150,11 @@
 //! * The consumer never blocks, spins or sleeps on another thread; the
 //!   only waits are its own `prepare_sleep` and the caller's park.
 
+// Lanes keep push numbers in a pointer-sized word, so they are off on
+// targets whose pointers are narrower than 64 bits
+// (`Shared::with_lanes`): the lane code is compiled there but not used.
+#![cfg_attr(not(target_pointer_width = "64"), allow(dead_code))]
+
 mod sync;
 mod util;
 

@@ -70,6 +70,13 @@ fn sleeps_between_busy_stretches_lose_no_wake_up() {
     let consumer = thread::current();
     let done = Arc::new(AtomicBool::new(false));
     let d = done.clone();
+    // Under an emulator (`scripts/cross-test.sh`) the consumer needs
+    // longer to catch up.
+    let scale: u32 = std::env::var("DELILOOP_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let pause = Duration::from_micros(200) * scale.max(1);
     let producer = thread::spawn(move || {
         for i in 0..N {
             if p.push(i, 0).unwrap().wake {
@@ -78,7 +85,7 @@ fn sleeps_between_busy_stretches_lose_no_wake_up() {
             if i % 20_000 == 0 {
                 // A pause, so the consumer catches up and sleeps.
                 let t = Instant::now();
-                while t.elapsed() < Duration::from_micros(200) && !d.load(Ordering::Relaxed) {
+                while t.elapsed() < pause && !d.load(Ordering::Relaxed) {
                     std::hint::spin_loop();
                 }
             }
@@ -170,7 +177,7 @@ fn the_environment_variable_keeps_busy_mode_off() {
         assert!(!q.is_busy());
         return;
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    let out = seccomp::this_test_binary()
         .args([
             "--exact",
             "the_environment_variable_keeps_busy_mode_off",

@@ -29,11 +29,14 @@
 //! ```
 //!
 //! # Name resolution
-//! Addresses are `std::net::ToSocketAddrs`: a literal
-//! address resolves without a syscall; a host name is resolved by the
-//! system resolver on the loop thread, which blocks the loop while it
-//! runs. Pass a `std::net::SocketAddr` in a latency-critical
-//! loop.
+//! `bind`, `connect` and `send_to` take any [`ToSocketAddrs`] form. A
+//! literal address is used on the calling thread, with no thread hop; a
+//! host name is resolved by the system resolver on a thread of
+//! [`spawn_blocking`](crate::spawn_blocking)'s pool, never on the loop
+//! thread, so a slow resolver never stalls the loop (`tests/names.rs`).
+//! `bind` and `connect` try the addresses in order and return the first
+//! success or the last error; `send_to` uses the first.
+//! [`lookup_host`] resolves a name alone.
 //!
 //! # Errors
 //! Connecting to a port nobody listens on fails with `ConnectionRefused`;
@@ -173,19 +176,21 @@ macro_rules! stream_io {
     };
 }
 
+mod addr;
 mod tcp;
 mod udp;
 mod unix;
 
+pub use addr::{lookup_host, ToSocketAddrs};
 pub use tcp::{Incoming, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 pub use unix::{UnixListener, UnixStream};
 
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 
-/// Tries `op` on each address `addr` resolves to, returning the first
-/// success or the last error.
+/// Tries `op` on each address `addr` resolves to (a host name on the
+/// blocking pool), returning the first success or the last error.
 async fn each_addr<A, R, F, Fut>(addr: A, mut op: F) -> io::Result<R>
 where
     A: ToSocketAddrs,
@@ -193,7 +198,7 @@ where
     Fut: std::future::Future<Output = io::Result<R>>,
 {
     let mut last = None;
-    for a in addr.to_socket_addrs()? {
+    for a in addr::resolve(&addr).await? {
         match op(a).await {
             Ok(r) => return Ok(r),
             Err(e) => last = Some(e),

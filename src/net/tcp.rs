@@ -2,13 +2,14 @@
 
 use std::fmt;
 use std::io;
-use std::net::{self, Shutdown, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::net::{self, Shutdown, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::Stream;
 
+use super::ToSocketAddrs;
 use crate::io::Async;
 use crate::reactor::Dir;
 
@@ -32,10 +33,13 @@ pub struct TcpListener {
 
 impl TcpListener {
     /// Binds to `addr` (with `SO_REUSEADDR`, a backlog of 1024), trying each
-    /// address it resolves to.
+    /// address it resolves to in order (a host name is resolved on the
+    /// blocking pool, never on the loop thread).
     ///
     /// # Errors
-    /// If no address can be bound (in use, not permitted, no fds left).
+    /// If no address can be bound (in use, not permitted, no fds left):
+    /// the last address's error. `InvalidInput` for a malformed address;
+    /// the resolver's error for a name that does not resolve.
     ///
     /// # Panics
     /// Outside a thread with a looper (see [`Async::new`]).
@@ -56,6 +60,77 @@ impl TcpListener {
             })
         })
         .await
+    }
+
+    /// Like [`bind`](Self::bind), but sets `SO_REUSEPORT` (and
+    /// `SO_REUSEADDR`) before binding, so that several listeners, one per
+    /// loop of a [`LoopGroup`](crate::LoopGroup), can bind the same port.
+    /// The kernel then spreads incoming connections among them by a hash
+    /// of each connection's addresses and ports. Plain [`bind`](Self::bind)
+    /// never sets `SO_REUSEPORT`.
+    ///
+    /// The spreading is uneven with few clients (a hash of few 4-tuples)
+    /// and blind to how busy each loop is. Where that matters, accept on
+    /// one loop and hand each connection to a chosen loop with
+    /// [`LoopGroup::spawn_on`](crate::LoopGroup::spawn_on) (as
+    /// `TcpStream::from_std` of the accepted socket), or steer with
+    /// `SO_INCOMING_CPU` or a `SO_ATTACH_REUSEPORT_CBPF` program on the
+    /// socket (`as_raw_fd`); `examples/http_group.rs` shows both modes.
+    ///
+    /// # Errors
+    /// As [`bind`](Self::bind), and from `socket`, `setsockopt` or `listen`.
+    ///
+    /// # Panics
+    /// Outside a thread with a looper (see [`Async::new`]).
+    ///
+    /// ```
+    /// use deliloop::net::TcpListener;
+    ///
+    /// deliloop::block_on(async {
+    ///     let a = TcpListener::bind_reuse_port("127.0.0.1:0").await.unwrap();
+    ///     let port = a.local_addr().unwrap().port();
+    ///     let b = TcpListener::bind_reuse_port(("127.0.0.1", port)).await.unwrap();
+    ///     assert_eq!(b.local_addr().unwrap().port(), port);
+    /// });
+    /// ```
+    pub async fn bind_reuse_port<A: ToSocketAddrs>(addr: A) -> io::Result<TcpListener> {
+        super::each_addr(addr, |a| async move {
+            let l = reuse_port_listener(a)?;
+            Ok(TcpListener {
+                inner: Async::new_nonblocking(mio::net::TcpListener::from_std(l))?,
+            })
+        })
+        .await
+    }
+
+    /// Takes over a listening socket made elsewhere (inherited from a
+    /// parent or a service manager, or built with options this type does
+    /// not set): puts it in non-blocking mode and registers it with this
+    /// thread's looper. Its address and options stay as they are.
+    ///
+    /// # Errors
+    /// From `ioctl(FIONBIO)` or the registration.
+    ///
+    /// # Panics
+    /// Outside a thread with a looper (see [`Async::new`]).
+    ///
+    /// ```
+    /// use deliloop::net::{TcpListener, TcpStream};
+    ///
+    /// deliloop::block_on(async {
+    ///     let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let addr = std_listener.local_addr().unwrap();
+    ///     let l = TcpListener::from_std(std_listener).unwrap();
+    ///     assert_eq!(l.local_addr().unwrap(), addr);
+    ///     let _c = TcpStream::connect(addr).await.unwrap();
+    ///     assert!(l.accept().await.is_ok());
+    /// });
+    /// ```
+    pub fn from_std(listener: net::TcpListener) -> io::Result<TcpListener> {
+        crate::io::set_nonblocking(listener.as_raw_fd())?;
+        Ok(TcpListener {
+            inner: Async::new_nonblocking(mio::net::TcpListener::from_std(listener))?,
+        })
     }
 
     /// Waits for a connection.
@@ -189,11 +264,15 @@ impl TcpStream {
         })
     }
 
-    /// Connects to `addr`, trying each address it resolves to.
+    /// Connects to `addr`, trying each address it resolves to in order (a
+    /// host name is resolved on the blocking pool, never on the loop
+    /// thread); the first connection made wins.
     ///
     /// # Errors
-    /// `ConnectionRefused` when nobody listens; the OS error when no
-    /// socket can be created (`EMFILE`).
+    /// The last address's error: `ConnectionRefused` when nobody listens;
+    /// the OS error when no socket can be created (`EMFILE`).
+    /// `InvalidInput` for a malformed address; the resolver's error for a
+    /// name that does not resolve.
     ///
     /// # Panics
     /// Outside a thread with a looper (see [`Async::new`]).
@@ -216,6 +295,43 @@ impl TcpStream {
             Ok(s)
         })
         .await
+    }
+
+    /// Takes over a connected socket made elsewhere (inherited, or built
+    /// with options this type does not set): puts it in non-blocking mode
+    /// and registers it with this thread's looper. Its addresses and
+    /// options stay as they are.
+    ///
+    /// # Errors
+    /// From `ioctl(FIONBIO)` or the registration.
+    ///
+    /// # Panics
+    /// Outside a thread with a looper (see [`Async::new`]).
+    ///
+    /// ```
+    /// use deliloop::net::{TcpListener, TcpStream};
+    /// use futures::io::{AsyncReadExt, AsyncWriteExt};
+    ///
+    /// deliloop::block_on(async {
+    ///     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    ///     let addr = l.local_addr().unwrap();
+    ///     // A blocking connect made off the loop, then handed over.
+    ///     let std_stream = deliloop::spawn_blocking(move || std::net::TcpStream::connect(addr))
+    ///         .await
+    ///         .unwrap();
+    ///     let mut c = TcpStream::from_std(std_stream).unwrap();
+    ///     assert_eq!(c.peer_addr().unwrap(), addr);
+    ///     let (mut s, _) = l.accept().await.unwrap();
+    ///     c.write_all(b"hi").await.unwrap();
+    ///     let mut buf = [0; 2];
+    ///     s.read_exact(&mut buf).await.unwrap();
+    ///     assert_eq!(&buf, b"hi");
+    /// });
+    /// ```
+    pub fn from_std(stream: net::TcpStream) -> io::Result<TcpStream> {
+        Ok(TcpStream {
+            inner: Async::new(stream)?,
+        })
     }
 
     /// The remote address.
@@ -353,3 +469,89 @@ impl AsRawFd for TcpStream {
 }
 
 stream_io!(TcpStream);
+
+/// A non-blocking, close-on-exec listening socket on `addr` with
+/// `SO_REUSEADDR` and `SO_REUSEPORT` set before `bind`, backlog 1024.
+fn reuse_port_listener(addr: SocketAddr) -> io::Result<net::TcpListener> {
+    let domain = match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    // SAFETY: `socket` takes no pointers; the result is checked below.
+    let fd = unsafe {
+        libc::socket(
+            domain,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh socket that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
+        // SAFETY: `one` is a live `c_int` and the length passed is its size.
+        let r = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    // SAFETY: all zeroes is a valid `sockaddr_storage`.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: `sockaddr_storage` is larger than and aligned for
+            // every `sockaddr_*`, `sin` among them.
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above, for `sin6`.
+            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    // SAFETY: `storage` holds a valid address of `len` bytes for `domain`.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            len as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `listen` takes no pointers.
+    if unsafe { libc::listen(fd.as_raw_fd(), 1024) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(net::TcpListener::from(fd))
+}

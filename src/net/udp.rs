@@ -2,9 +2,10 @@
 
 use std::fmt;
 use std::io;
-use std::net::{self, SocketAddr, ToSocketAddrs};
+use std::net::{self, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
+use super::ToSocketAddrs;
 use crate::io::Async;
 
 /// A UDP socket.
@@ -26,10 +27,14 @@ pub struct UdpSocket {
 }
 
 impl UdpSocket {
-    /// Binds to `addr`, trying each address it resolves to.
+    /// Binds to `addr`, trying each address it resolves to in order (a
+    /// host name is resolved on the blocking pool, never on the loop
+    /// thread).
     ///
     /// # Errors
-    /// If no address can be bound.
+    /// If no address can be bound: the last address's error.
+    /// `InvalidInput` for a malformed address; the resolver's error for a
+    /// name that does not resolve.
     ///
     /// # Panics
     /// Outside a thread with a looper (see [`Async::new`]).
@@ -52,10 +57,14 @@ impl UdpSocket {
         .await
     }
 
-    /// Sends a datagram to `addr`.
+    /// Sends a datagram to `addr`: to the first address it resolves to (a
+    /// host name is resolved on the blocking pool, never on the loop
+    /// thread).
     ///
     /// # Errors
-    /// From `sendto`.
+    /// From `sendto`; `InvalidInput` for a malformed address or one that
+    /// resolves to nothing; the resolver's error for a name that does not
+    /// resolve.
     ///
     /// ```
     /// use deliloop::net::UdpSocket;
@@ -67,8 +76,8 @@ impl UdpSocket {
     /// });
     /// ```
     pub async fn send_to<A: ToSocketAddrs>(&self, buf: &[u8], addr: A) -> io::Result<usize> {
-        let addr = addr
-            .to_socket_addrs()?
+        let addr = super::addr::resolve(&addr)
+            .await?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to send to"))?;
         self.inner.write_with(|s| s.send_to(buf, addr)).await
@@ -94,10 +103,13 @@ impl UdpSocket {
         self.inner.read_with(|s| s.recv_from(buf)).await
     }
 
-    /// Sets the default destination, and receives only from it.
+    /// Sets the default destination, and receives only from it: the first
+    /// address `addr` resolves to that `connect` accepts (a host name is
+    /// resolved on the blocking pool, never on the loop thread).
     ///
     /// # Errors
-    /// From `connect`, or if `addr` resolves to nothing.
+    /// The last address's error from `connect`, or `InvalidInput` if
+    /// `addr` is malformed or resolves to nothing.
     ///
     /// ```
     /// use deliloop::net::UdpSocket;

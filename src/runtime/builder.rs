@@ -42,6 +42,7 @@ pub struct Builder {
     pub(crate) slow_delivery: Option<Duration>,
     pub(crate) observer: Option<Rc<dyn Observer>>,
     pub(crate) busy_mode: bool,
+    pub(crate) start_paused: bool,
 }
 
 impl std::fmt::Debug for Builder {
@@ -56,6 +57,7 @@ impl std::fmt::Debug for Builder {
             .field("slow_delivery", &self.slow_delivery)
             .field("observer", &self.observer.is_some())
             .field("busy_mode", &self.busy_mode)
+            .field("start_paused", &self.start_paused)
             .finish()
     }
 }
@@ -72,6 +74,7 @@ impl Default for Builder {
             slow_delivery: None,
             observer: None,
             busy_mode: true,
+            start_paused: false,
         }
     }
 }
@@ -267,6 +270,30 @@ impl Builder {
         self
     }
 
+    /// Whether the loop's clock starts paused (off by default): the loop
+    /// is built as if [`time::pause`](crate::time::pause) were called on it
+    /// first, so its virtual clock starts at the real time of the build.
+    /// See [`time`](crate::time) for what a paused clock does; this is what
+    /// `#[deliloop::test(start_paused = true)]` sets.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use deliloop::{time, Looper};
+    ///
+    /// let looper = Looper::builder().start_paused(true).build().unwrap();
+    /// let real = std::time::Instant::now();
+    /// looper.block_on(async {
+    ///     let start = time::now();
+    ///     time::sleep(Duration::from_secs(3600)).await;   // no real hour passes
+    ///     assert!(time::now() - start >= Duration::from_secs(3600));
+    /// });
+    /// assert!(real.elapsed() < Duration::from_secs(60));
+    /// ```
+    pub fn start_paused(mut self, paused: bool) -> Self {
+        self.start_paused = paused;
+        self
+    }
+
     /// Creates the looper.
     ///
     /// # Errors
@@ -288,6 +315,9 @@ impl Builder {
         super::remote::register(&remote);
         super::share::Shares::adopt(&remote);
         let core = Core::new(remote, queue, parker, &self);
+        if self.start_paused {
+            core.pause_clock();
+        }
         Ok(Looper::from_core(core))
     }
 }

@@ -109,9 +109,13 @@ pub(crate) fn current_id_and_clock(what: &str) -> (u64, u64) {
 /// Outside a running looper, naming `what`.
 pub(crate) fn current_id_and_deadline_clock(what: &str) -> (u64, u64) {
     with_any_core(|core| match core {
+        // A loop with its own clock (paused time) bypasses the TSC.
         Some(core) => (
             core.remote.id,
-            core.time.deadline_clock().now(|| core.remote.now_ticks()),
+            match core.time.virtual_clock(|| core.remote.now_ticks()) {
+                Some(clock) => clock,
+                None => core.time.deadline_clock().now(|| core.remote.now_ticks()),
+            },
         ),
         None => panic!(
             "deliloop: {what} must be called inside a task or callback of a running Looper \

@@ -142,6 +142,9 @@ impl Core {
     }
 
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        if self.time.is_virtual() {
+            return self.next_own_deadline_instant();
+        }
         if self.tasks.has_local() {
             return Some(Instant::now());
         }
@@ -163,8 +166,14 @@ impl Core {
     /// queue entry; their due times go to `saw` (pressure accounting).
     pub(crate) fn fire_timers(&self, now: u64, mut saw: impl FnMut(u64)) {
         let mut due = Vec::new();
-        self.time.timers().borrow_mut().fire_due(now, &mut due);
+        // The wheel holds the loop's clock's ticks; pressure and delivery
+        // lateness count real time (`now`).
+        self.time
+            .timers()
+            .borrow_mut()
+            .fire_due(self.time.clock(now), &mut due);
         for (waker, deadline) in due {
+            let deadline = self.time.real_due(deadline, now);
             saw(deadline);
             self.run_measured(Entry::LocalTimer(waker), None, deadline);
         }

@@ -138,8 +138,14 @@ impl Core {
     pub(crate) fn dispatch_until(&self, until: Option<Instant>) -> usize {
         let over = || until.is_some_and(|u| Instant::now() >= u);
         self.batching.deferred.set(false);
-        let start = self.time.deadline_clock().batch_start(|| self.now_ticks());
-        self.time.set_now(start);
+        // A loop with its own clock reads the real clock (no TSC: its
+        // deadlines are not read from it) and judges timers against its own.
+        let start = if self.time.is_virtual() {
+            self.now_ticks()
+        } else {
+            self.time.deadline_clock().batch_start(|| self.now_ticks())
+        };
+        self.time.set_now(self.time.clock(start));
         self.stats.psi().borrow_mut().close(start);
         let mut batch = Batch::default();
         // The loop's own timers first: the tasks they wake run in this batch.
@@ -196,12 +202,14 @@ impl Core {
             return true;
         }
         self.batching.front_posted.set(false);
-        self.queue.borrow_mut().maintain_at(start);
+        // Due by the loop's clock, as the queue keys it (`paused.rs`).
+        let bound = self.time.key_of(self.time.clock(start));
+        self.queue.borrow_mut().maintain_at(bound);
         self.note_backlog();
         // Until the queue runs out of due work, the next batch looks again.
         self.batching.left.set(true);
         for _ in 0..self.batching.budget() {
-            let Some(popped) = self.queue.borrow_mut().pop_swept(start) else {
+            let Some(popped) = self.queue.borrow_mut().pop_swept(bound) else {
                 self.batching.left.set(false);
                 break;
             };
@@ -209,7 +217,7 @@ impl Core {
             let due = if popped.info.is_front() {
                 start
             } else {
-                popped.when
+                self.time.real_due(popped.when, start)
             };
             batch.saw(due);
             self.run_measured(popped.item, Some(&popped.info), due);
@@ -217,7 +225,7 @@ impl Core {
                 return true;
             }
             if self.batching.front_posted.replace(false) {
-                self.queue.borrow_mut().maintain_at(start);
+                self.queue.borrow_mut().maintain_at(bound);
             }
         }
         false

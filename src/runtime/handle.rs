@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::message::{
     unerase, MessageBuilder, MessageId, MessageInfo, Tag, When, INTERNAL, MESSAGE,
 };
-use super::remote::{Remote, QUIT, QUIT_SAFELY};
+use super::remote::{Remote, NEVER, QUIT, QUIT_SAFELY};
 use super::task::{self, Task};
 use crate::error::PostError;
 use crate::queue::Push;
@@ -98,7 +98,8 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let now = self.remote.now_ticks();
+        // The loop's clock on its thread (paused time), the real one elsewhere.
+        let now = crate::time::clock_ticks(self.remote.id);
         let deadline = self.remote.ticks_after_from(now, delay);
         let sleep = Sleep::on(self.remote.id, deadline, now);
         self.spawn(async move {
@@ -124,7 +125,7 @@ impl Handle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let now = self.remote.now_ticks();
+        let now = crate::time::clock_ticks(self.remote.id);
         let sleep = Sleep::on(self.remote.id, self.remote.ticks_at(when), now);
         self.spawn(async move {
             sleep.await;
@@ -289,15 +290,30 @@ impl Handle {
                 return Err(PostError::Full(f));
             }
         }
-        let local = super::context::with_core(remote.id, |core| {
+        // On the loop thread: the loop's own clock, if it keeps one (paused
+        // time), which the queue keys above every real reading.
+        let on_loop = super::context::with_core(remote.id, |core| {
             crate::stats::Counters::bump(&core.stats.counters().posted_local);
-        })
-        .is_some();
-        let mut opts = match when {
-            When::Now => Push::at(remote.now_ticks()),
-            When::Delay(d) => Push::at(remote.ticks_after(d)),
-            When::At(t) => Push::at(remote.ticks_at(t)),
-            When::Front => {
+            core.time
+                .virtual_clock(|| core.now_ticks())
+                .map(|clock| (clock, core.time.key_of(0)))
+        });
+        let local = on_loop.is_some();
+        let own = on_loop.flatten();
+        let mut opts = match (when, own) {
+            (When::Now, _) => Push::at(remote.now_ticks()),
+            (When::Delay(d), None) => Push::at(remote.ticks_after(d)),
+            (When::At(t), None) => Push::at(remote.ticks_at(t)),
+            (When::Delay(d), Some((clock, shift))) => Push::at(
+                remote
+                    .ticks_after_from(clock, d)
+                    .saturating_add(shift)
+                    .min(NEVER),
+            ),
+            (When::At(t), Some((_, shift))) => {
+                Push::at(remote.ticks_at(t).saturating_add(shift).min(NEVER))
+            }
+            (When::Front, _) => {
                 // A front post made on the loop thread runs next, even in
                 // the middle of a batch: tell the dispatch loop to look.
                 if local {

@@ -30,6 +30,9 @@ impl Core {
         if self.tasks.has_local() || self.backlog.retry() {
             return Some(self.work_remains());
         }
+        if self.time.is_virtual() {
+            return self.host_prepare_own_clock();
+        }
         let now = self.now_ticks();
         self.stats.psi().borrow_mut().close(now);
         let local_timer = self.time.timers().borrow_mut().next_deadline();

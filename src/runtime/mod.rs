@@ -55,6 +55,7 @@ pub(crate) mod message;
 // Under `--cfg shuttle`, a parker shuttle can schedule (park_shuttle.rs).
 #[cfg_attr(shuttle, path = "park_shuttle.rs")]
 mod park;
+mod paused;
 pub(crate) mod posted;
 mod quit;
 pub(crate) mod remote;

@@ -69,7 +69,8 @@ impl Core {
             flood.close();
         }
         let safely = self.remote.quit_mode.load(Ordering::Acquire) == QUIT_SAFELY;
-        let now = self.now_ticks();
+        // Due by the loop's clock, as the queue keys it (`paused.rs`).
+        let now = self.time.key_of(self.clock_ticks());
         let drained = {
             let mut queue = self.queue.borrow_mut();
             queue.close();

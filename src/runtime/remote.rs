@@ -100,6 +100,10 @@ pub(crate) struct Remote {
     /// Finished remote tasks handed back to the threads that spawn
     /// (`task_return.rs`), on a line of their own.
     pub(crate) returns: super::task_return::Returns<super::task_free::Held>,
+    /// The loop keeps its own clock (it was paused once; `paused.rs`):
+    /// set once by the loop thread, read only by a timer first polled on
+    /// another thread, which keys its deadline as the loop does.
+    pub(crate) own_clock: crate::sync::AtomicBool,
     /// A trace records (feature `trace`): posts start flows.
     #[cfg(feature = "trace")]
     pub(crate) tracing: crate::sync::AtomicBool,
@@ -131,6 +135,7 @@ impl Remote {
             backlog: CachePadded(AtomicU64::new(0)),
             shares: super::share::Shares::new(),
             returns: super::task_return::Returns::new(),
+            own_clock: crate::sync::AtomicBool::new(false),
             #[cfg(feature = "trace")]
             tracing: crate::sync::AtomicBool::new(false),
             #[cfg(feature = "trace")]

@@ -32,6 +32,9 @@ pub struct Turn {
     /// When the earliest pending entry is due (now, if some are ready);
     /// within 1 ms while a `post_async` waits for room (module
     /// [`embed`](crate::embed)), so that a host comes back to release it.
+    /// On a loop that keeps its own clock (paused time), an instant of that
+    /// clock, not of the real one (module [`time`](crate::time), "Paused
+    /// time", says what a host does then).
     pub next_deadline: Option<Instant>,
     /// The looper has quit: nothing will run any more.
     pub quit: bool,
@@ -100,11 +103,24 @@ impl Core {
         }
         let now = self.now_ticks();
         self.stats.psi().borrow_mut().close(now);
+        // A loop with its own clock (`paused.rs`) waits in real ticks for
+        // its next deadline, or jumps to it while paused.
+        let own = if self.time.is_virtual() {
+            match self.own_clock_wait(now, main) {
+                None => return,
+                wake => wake,
+            }
+        } else {
+            None
+        };
         let local_timer = self.time.timers().borrow_mut().next_deadline();
         let mut queue = self.queue.borrow_mut();
-        let deadline = match (queue.next_deadline(), local_timer) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let deadline = match own {
+            Some(wake) => wake,
+            None => match (queue.next_deadline(), local_timer) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
         };
         if deadline.is_some_and(|d| d <= now) {
             return;

@@ -6,3 +6,4 @@ mod loom_flood;
 mod loom_reactor;
 mod loom_return;
 mod loom_share;
+mod loom_signal;

@@ -46,7 +46,7 @@ pub enum MissedTickBehavior {
 /// });
 /// ```
 pub fn interval(period: Duration) -> Interval {
-    interval_at(Instant::now(), period)
+    interval_at(super::now(), period)
 }
 
 /// Ticks every `period`, the first tick at `start`.
@@ -71,7 +71,7 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
         "deliloop::time::interval: the period must be non-zero"
     );
     let (looper, _) = context::current_id_and_clock("deliloop::time::interval");
-    let now = remote::now_ticks();
+    let now = super::clock_ticks(looper);
     let first = remote::ticks_at(start);
     let period = u64::try_from(period.as_nanos()).unwrap_or(u64::MAX);
     Interval {
@@ -102,7 +102,7 @@ impl Interval {
             return Poll::Pending;
         }
         let scheduled = self.sleep.deadline_ticks();
-        let now = remote::now_ticks();
+        let now = super::clock_ticks(self.sleep.looper());
         let next = match self.behavior {
             MissedTickBehavior::Burst => scheduled.saturating_add(self.period),
             MissedTickBehavior::Delay => now.saturating_add(self.period),
@@ -133,7 +133,7 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is one period from now.
     pub fn reset(&mut self) {
-        let now = remote::now_ticks();
+        let now = super::clock_ticks(self.sleep.looper());
         self.sleep.reset_ticks(now.saturating_add(self.period), now);
     }
 }

@@ -127,19 +127,24 @@ impl Sleep {
             }
             RegRef::Shared(r) => r.cell.fired.load(Ordering::Acquire),
         };
-        fired || self.deadline <= remote::now_ticks()
+        fired || self.deadline <= super::clock_ticks(self.looper)
     }
 
     /// Moves the deadline (earlier or later), cancelling the armed timer;
     /// the next poll arms the new one.
     pub fn reset(&mut self, deadline: Instant) {
-        self.reset_ticks(remote::ticks_at(deadline), remote::now_ticks());
+        self.reset_ticks(remote::ticks_at(deadline), super::clock_ticks(self.looper));
     }
 
     pub(crate) fn reset_ticks(&mut self, deadline: u64, now: u64) {
         self.cancel();
         self.deadline = deadline;
         self.reg = Self::unregistered(deadline, now);
+    }
+
+    /// Its looper's id.
+    pub(crate) fn looper(&self) -> u64 {
+        self.looper
     }
 
     pub(crate) fn deadline_ticks(&self) -> u64 {
@@ -224,9 +229,13 @@ impl Future for Sleep {
             // A deadline the loop's recent clock has passed is due now, with
             // no timer (a task registering many timers in one poll sees
             // them pass; see `LocalTimers::recent_clock`).
-            let recent = timers
-                .recent_clock(|| core.now_ticks())
-                .max(core.time.now());
+            // A loop with its own clock judges by it (paused time).
+            let recent = match core.time.virtual_clock(|| core.now_ticks()) {
+                Some(clock) => clock,
+                None => timers
+                    .recent_clock(|| core.now_ticks())
+                    .max(core.time.now()),
+            };
             Some(if deadline <= recent {
                 Local::Due
             } else {
@@ -259,7 +268,13 @@ impl Future for Sleep {
         let cell = Arc::new(TimerCell::default());
         cell.waker.register(cx.waker());
         let entry = Entry::Timer(cell.clone());
-        match remote.push_cancellable(entry, Push::at(deadline).flags(INTERNAL).asynchronous()) {
+        // Keyed as the loop keys its own deadlines (`loop_time::SHIFT`).
+        let key = if remote.own_clock.load(Ordering::Acquire) {
+            deadline.saturating_add(super::loop_time::SHIFT).min(NEVER)
+        } else {
+            deadline
+        };
+        match remote.push_cancellable(entry, Push::at(key).flags(INTERNAL).asynchronous()) {
             Ok(id) => {
                 self.reg = Reg::shared(Box::new(SharedReg { id, cell }));
                 Poll::Pending

@@ -12,6 +12,10 @@ pub fn barrier_supported() -> bool {
     if std::env::var_os("DELILOOP_NO_MEMBARRIER").is_some() {
         return false;
     }
+    if cfg!(not(target_pointer_width = "64")) {
+        println!("SKIP busy mode checks: a queue has no lanes, so no busy mode, on 32-bit targets");
+        return false;
+    }
     // SAFETY: membarrier takes no pointers; registering is idempotent.
     let ok = unsafe { libc::syscall(libc::SYS_membarrier, 1 << 4, 0, 0) } == 0;
     if !ok {
@@ -87,10 +91,27 @@ pub fn filter_membarrier(action: u32) -> bool {
 /// Runs this test binary's test `name` alone in a child process with
 /// `BUSY_TEST_CHILD` set; its exit status and output.
 pub fn child(name: &str) -> std::process::Output {
-    std::process::Command::new(std::env::current_exe().unwrap())
+    this_test_binary()
         .args(["--exact", name, "--nocapture", "--test-threads=1"])
         .env("BUSY_TEST_CHILD", "1")
         .env_remove("DELILOOP_NO_MEMBARRIER")
         .output()
         .unwrap()
+}
+
+/// A command that runs this test binary again: directly, or under the
+/// emulator named by `DELILOOP_TEST_RUNNER` (`scripts/cross-test.sh` sets
+/// it to qemu-user's command, which cannot start a foreign executable on
+/// its own).
+pub fn this_test_binary() -> std::process::Command {
+    let exe = std::env::current_exe().unwrap();
+    match std::env::var("DELILOOP_TEST_RUNNER") {
+        Ok(runner) if !runner.trim().is_empty() => {
+            let mut words = runner.split_whitespace();
+            let mut cmd = std::process::Command::new(words.next().unwrap());
+            cmd.args(words).arg(exe);
+            cmd
+        }
+        _ => std::process::Command::new(exe),
+    }
 }
