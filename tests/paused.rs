@@ -370,3 +370,26 @@ fn a_sleep_first_polled_on_another_thread_keeps_the_paused_clock() {
         assert_eq!(time::now() - start, Duration::from_secs(10));
     });
 }
+
+#[test]
+fn idle_handlers_run_before_each_jump() {
+    let looper = paused();
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let s = seen.clone();
+    looper.add_idle_handler(move || {
+        s.borrow_mut().push(time::now());
+        true
+    });
+    let start = looper.block_on(async {
+        let start = time::now();
+        sleep(Duration::from_secs(1)).await;
+        sleep(Duration::from_secs(2)).await;
+        start
+    });
+    let seen = seen.borrow();
+    // Idle at the start, and again after the first jump, each time before
+    // the clock moved on.
+    assert!(seen.contains(&start), "{seen:?}");
+    assert!(seen.contains(&(start + Duration::from_secs(1))), "{seen:?}");
+    assert!(seen.iter().all(|&t| t < start + Duration::from_secs(3)));
+}

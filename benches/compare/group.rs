@@ -175,8 +175,8 @@ fn x2_receive(i: u64) {
 
 /// A fresh group per run, so loop 1's thread-locals start empty. Each
 /// message's closure captures only its `u64`, as in row B'.
-fn x2_deliloop(m: usize) -> Vec<f64> {
-    let group = two_loops(Duration::ZERO);
+fn x2_deliloop(m: usize, spin: Duration) -> Vec<f64> {
+    let group = two_loops(spin);
     let to_1 = group.handle(1).clone();
     let (tx, rx) = mpsc::channel::<Instant>();
     let (start_tx, start_rx) = mpsc::channel::<Instant>();
@@ -196,6 +196,28 @@ fn x2_deliloop(m: usize) -> Vec<f64> {
     let end = rx.recv().unwrap();
     let got = futures::executor::block_on(group.spawn_on(1, || async { RECEIVED.with(Cell::get) }));
     assert_eq!(got, m as u64);
+    group.shutdown();
+    vec![(end - start).as_nanos() as f64 / m as f64]
+}
+
+/// As [`x2_deliloop`], with a plain thread pinned to CPU 0 as the
+/// producer instead of loop 0 (as in row B').
+fn x2_deliloop_from_thread(m: usize) -> Vec<f64> {
+    let group = two_loops(Duration::ZERO);
+    let to_1 = group.handle(1).clone();
+    let (tx, rx) = mpsc::channel::<Instant>();
+    let producer = thread::spawn(move || {
+        pin_to(0);
+        to_1.post(move || REPORT.with(|c| c.set(Some((m as u64, tx)))))
+            .expect("loop 1 runs");
+        let start = Instant::now();
+        for i in 0..m as u64 {
+            to_1.post(move || x2_receive(i)).expect("loop 1 runs");
+        }
+        start
+    });
+    let start = producer.join().unwrap();
+    let end = rx.recv().unwrap();
     group.shutdown();
     vec![(end - start).as_nanos() as f64 / m as f64]
 }
@@ -305,8 +327,16 @@ pub fn workloads(cfg: &Config) -> Vec<(String, Vec<Imp<'static>>)> {
         (
             format!("X2 cross-loop posts, {m} one way (ns per message)"),
             vec![
-                Imp::new("deliloop LoopGroup post", Kind::Ours, move || {
-                    x2_deliloop(m)
+                Imp::new("deliloop LoopGroup post (parked)", Kind::Ours, move || {
+                    x2_deliloop(m, Duration::ZERO)
+                }),
+                Imp::new(
+                    "deliloop LoopGroup post, spin_before_park(50 µs)",
+                    Kind::Ours,
+                    move || x2_deliloop(m, Duration::from_micros(50)),
+                ),
+                Imp::new("deliloop post from a plain thread", Kind::Ours, move || {
+                    x2_deliloop_from_thread(m)
                 }),
                 Imp::new("tokio multi-thread (2) + mpsc", Kind::Peer, move || {
                     x2_tokio_multi(m)

@@ -1,7 +1,7 @@
 //! deliloop against its peers, interleaved in one process.
 //!
 //! `cargo bench --bench compare -- [--quick] [--json PATH] [--only A,B,...]`
-//! (`--only` takes workload letters: A, B, ..., G, G2, H, I, K, P1, S1, T, V1, X, floor)
+//! (`--only` takes workload letters: A, B, ..., G, G2, H, I, K, P1, S1, T, X, floor; V1 is its own package, benches/paused)
 //!
 //! Every workload runs each implementation in turn (A B C A B C ...) for a
 //! number of rounds, so drift and noise on this shared machine hit all of
@@ -23,7 +23,6 @@ mod lateness;
 #[allow(dead_code)]
 #[path = "../common/legacy.rs"]
 mod legacy;
-mod paused;
 mod plot;
 mod post;
 mod process;
@@ -100,7 +99,6 @@ fn main() {
         ("P1", process::workloads),
         ("S1", signal::workloads),
         ("T", lateness::workloads),
-        ("V1", paused::workloads),
         ("X", group::workloads),
         ("floor", floors::workloads),
     ];

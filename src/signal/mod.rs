@@ -219,7 +219,18 @@ impl Signals {
                 unreachable!("matched above")
             };
             // The pipe is non-blocking already (`pipe::new`).
-            self.reader = Reader::Registered(Async::new_nonblocking(file)?);
+            match Async::new_nonblocking(file) {
+                Ok(reader) => self.reader = Reader::Registered(reader),
+                Err(e) => {
+                    // The read end went with the failed registration: no
+                    // action may write to the pipe any more (a write with
+                    // no reader raises SIGPIPE in the interrupted thread).
+                    for id in self.ids.drain(..) {
+                        pipe::unregister(id);
+                    }
+                    return Err(e);
+                }
+            }
         }
         match &self.reader {
             Reader::Registered(reader) => Ok(reader),

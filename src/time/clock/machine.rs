@@ -48,11 +48,31 @@ mod imp {
                 // between them: the TSCs are in step to within the margin
                 // anyway, as the clock's docs say). Unequal: `NO_CPU`,
                 // which matches no base.
-                let before = rdpid();
-                // SAFETY: `rdtsc` exists on every x86_64 CPU and only
-                // reads the time-stamp counter.
-                let tsc = unsafe { core::arch::x86_64::_rdtsc() };
-                let cpu = if rdpid() == before { before } else { NO_CPU };
+                // One `asm!` block, so the three stay in program order.
+                let (before, after): (u64, u64);
+                let (lo, hi): (u32, u32);
+                // SAFETY: `rdpid` exists on this CPU (`tsc_mode` checked
+                // CPUID) and `rdtsc` on every x86_64 CPU; they read
+                // `TSC_AUX` and the time-stamp counter into registers and
+                // touch nothing else.
+                unsafe {
+                    std::arch::asm!(
+                        "rdpid {before}",
+                        "rdtsc",
+                        "rdpid {after}",
+                        before = out(reg) before,
+                        after = out(reg) after,
+                        out("eax") lo,
+                        out("edx") hi,
+                        options(nomem, nostack, preserves_flags),
+                    )
+                };
+                let tsc = (u64::from(hi) << 32) | u64::from(lo);
+                let cpu = if after == before {
+                    before as u32
+                } else {
+                    NO_CPU
+                };
                 return Some((tsc, cpu));
             }
             self.tsc_otherwise()
@@ -162,29 +182,63 @@ mod imp {
         } else {
             return TscMode::None;
         };
-        let aux_is_cpu = (0..8).any(|_| {
-            let aux = match mode {
-                TscMode::Rdpid => rdpid(),
-                _ => rdtscp().1,
+        // A process the kernel makes fault on `rdtsc` (`PR_SET_TSC`) reads
+        // the clock instead.
+        let mut tsc_mode = 0 as libc::c_int;
+        // SAFETY: PR_GET_TSC writes one int through the pointer.
+        let r = unsafe { libc::prctl(libc::PR_GET_TSC, &mut tsc_mode as *mut libc::c_int) };
+        if r == 0 && tsc_mode != libc::PR_TSC_ENABLE {
+            return TscMode::None;
+        }
+        // Every read whose thread stayed on one CPU (two `getcpu` calls
+        // around it agree) must name that CPU, and at least half of the
+        // tries must be such reads: a platform that passes `rdpid` through
+        // without switching `TSC_AUX` per CPU fails as soon as a read
+        // lands off the CPU its constant names.
+        let (mut agreed, mut tries) = (0, 0);
+        for _ in 0..16 {
+            let (Some(first), aux, Some(second)) = (getcpu(), aux_of(mode), getcpu()) else {
+                return TscMode::None;
             };
-            let mut cpu = 0u32;
-            // SAFETY: getcpu writes one u32 through the first pointer; the
-            // others may be null.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_getcpu,
-                    &mut cpu as *mut u32,
-                    std::ptr::null_mut::<u32>(),
-                    std::ptr::null_mut::<libc::c_void>(),
-                )
-            };
-            r == 0 && aux & 0xfff == cpu
-        });
-        if aux_is_cpu {
+            tries += 1;
+            if first != second {
+                continue;
+            }
+            if aux & 0xfff != first {
+                return TscMode::None;
+            }
+            agreed += 1;
+        }
+        if agreed * 2 >= tries {
             mode
         } else {
             TscMode::None
         }
+    }
+
+    /// `TSC_AUX` as `mode` reads it.
+    fn aux_of(mode: TscMode) -> u32 {
+        match mode {
+            TscMode::Rdpid => rdpid(),
+            _ => rdtscp().1,
+        }
+    }
+
+    /// The CPU this thread runs on, from the system call (not the vDSO,
+    /// which may read `TSC_AUX` itself); `None` if the call fails.
+    fn getcpu() -> Option<u32> {
+        let mut cpu = 0u32;
+        // SAFETY: getcpu writes one u32 through the first pointer; the
+        // others may be null.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_getcpu,
+                &mut cpu as *mut u32,
+                std::ptr::null_mut::<u32>(),
+                std::ptr::null_mut::<libc::c_void>(),
+            )
+        };
+        (r == 0).then_some(cpu)
     }
 
     fn clock_ns(clock: libc::clockid_t) -> u64 {
