@@ -4,6 +4,11 @@
 //!
 //! `cargo run --release --features hyper --example http_peers -- --runtime tokio|smol [--port N]`
 //!
+//! Row N2's peers (group mode of `scripts/http-bench.sh`): `--runtime
+//! tokio-multi [--threads N]` (one multi-thread runtime) and `--runtime
+//! tokio-reuseport [--threads N]` (N current_thread runtimes, one
+//! `SO_REUSEPORT` listener each).
+//!
 //! Prints `http://ADDR/` on its first line once it listens.
 
 use std::convert::Infallible;
@@ -88,10 +93,84 @@ fn smol_server() {
     }));
 }
 
+/// Serves one connection on tokio.
+async fn tokio_serve(stream: tokio::net::TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .serve_connection(io, hyper::service::service_fn(hello));
+    if let Err(e) = conn.await {
+        eprintln!("connection: {e}");
+    }
+}
+
+fn threads() -> usize {
+    arg("--threads").map_or(2, |n| n.parse().expect("--threads takes a number"))
+}
+
+/// Row N2's work-stealing peer: tokio's multi-thread runtime with
+/// `--threads` workers, one listener.
+fn tokio_multi_server() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads())
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::from_std(bind()).unwrap();
+        loop {
+            if let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(tokio_serve(stream));
+            }
+        }
+    });
+}
+
+/// Row N2's shared-nothing peer: `--threads` current_thread runtimes, each
+/// with its own `SO_REUSEPORT` listener on one port.
+fn tokio_reuseport_server() {
+    let port: u16 = arg("--port").map_or(0, |p| p.parse().expect("--port takes a number"));
+    let (port_tx, port_rx) = std::sync::mpsc::channel();
+    let mut port = port;
+    let mut runtimes = Vec::new();
+    for _ in 0..threads() {
+        let port_tx = port_tx.clone();
+        runtimes.push(std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                socket.set_reuseaddr(true).unwrap();
+                socket.set_reuseport(true).unwrap();
+                socket.bind(([127, 0, 0, 1], port).into()).expect("bind");
+                let listener = socket.listen(1024).unwrap();
+                port_tx.send(listener.local_addr().unwrap()).unwrap();
+                loop {
+                    if let Ok((stream, _)) = listener.accept().await {
+                        tokio::spawn(tokio_serve(stream));
+                    }
+                }
+            });
+        }));
+        // The first thread picks the port; the others join it.
+        let addr: std::net::SocketAddr = port_rx.recv().unwrap();
+        port = addr.port();
+    }
+    println!("http://127.0.0.1:{port}/");
+    std::io::stdout().flush().unwrap();
+    for t in runtimes {
+        t.join().unwrap();
+    }
+}
+
 fn main() {
     match arg("--runtime").as_deref() {
         Some("tokio") => tokio_server(),
         Some("smol") => smol_server(),
-        other => panic!("--runtime tokio|smol, not {other:?}"),
+        Some("tokio-multi") => tokio_multi_server(),
+        Some("tokio-reuseport") => tokio_reuseport_server(),
+        other => panic!("--runtime tokio|smol|tokio-multi|tokio-reuseport, not {other:?}"),
     }
 }

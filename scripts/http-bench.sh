@@ -8,6 +8,13 @@
 #
 #   bash scripts/http-bench.sh            # 5 rounds of 10 s, 64 connections
 #   ROUNDS=3 DURATION=5 CONNS=64 bash scripts/http-bench.sh
+#   LOOPS=2 bash scripts/http-bench.sh    # group mode (row N2), below
+#
+# Group mode (LOOPS=N): examples/http_group.rs on N loops (a
+# bind_reuse_port listener each) against hyper on tokio's multi-thread
+# runtime with N workers and on N tokio current_thread runtimes with
+# SO_REUSEPORT listeners (examples/http_peers.rs). The servers are not
+# pinned; wrk runs WRK_THREADS threads (default 1) and shares the CPUs.
 #
 # The server is pinned to CPU 1 and wrk (one thread) to CPU 0 where the
 # machine has two CPUs or more.
@@ -28,7 +35,7 @@ if ! command -v wrk >/dev/null; then
   exit 0
 fi
 
-cargo build --release --quiet --features hyper --example http --example http_peers
+cargo build --release --quiet --features hyper --example http --example http_peers --example http_group
 target=${CARGO_TARGET_DIR:-target}
 bin="$target/release/examples"
 
@@ -50,9 +57,9 @@ run_one() {
   done
   [[ -n "$addr" ]] || { echo "server did not start: $*" >&2; kill "$pid"; exit 1; }
   # Warm up (connections, caches), then measure.
-  "${pin_wrk[@]}" wrk -t1 -c"$CONNS" -d1s "$addr" >/dev/null
+  "${pin_wrk[@]}" wrk -t"${WRK_THREADS:-1}" -c"$CONNS" -d1s "$addr" >/dev/null
   local res
-  res=$("${pin_wrk[@]}" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$addr")
+  res=$("${pin_wrk[@]}" wrk -t"${WRK_THREADS:-1}" -c"$CONNS" -d"${DURATION}s" --latency "$addr")
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   rm -f "$out"
@@ -77,6 +84,11 @@ to_us() {
 
 names=("deliloop" "tokio current_thread" "smol (async-executor + async-io)")
 cmds=("$bin/http" "$bin/http_peers --runtime tokio" "$bin/http_peers --runtime smol")
+if [[ -n "${LOOPS:-}" ]]; then
+  names=("deliloop LoopGroup ($LOOPS loops)" "tokio multi-thread ($LOOPS workers)" "tokio ${LOOPS}x current_thread, SO_REUSEPORT")
+  cmds=("$bin/http_group --loops $LOOPS" "$bin/http_peers --runtime tokio-multi --threads $LOOPS" "$bin/http_peers --runtime tokio-reuseport --threads $LOOPS")
+  pin_server=()
+fi
 declare -A rps p99
 for r in $(seq "$ROUNDS"); do
   for i in "${!names[@]}"; do
@@ -91,7 +103,7 @@ done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo
-echo "wrk -t1 -c$CONNS -d${DURATION}s --latency, $ROUNDS interleaved rounds, server on one thread; median over rounds"
+echo "wrk -t${WRK_THREADS:-1} -c$CONNS -d${DURATION}s --latency, $ROUNDS interleaved rounds, server on ${LOOPS:-one} thread(s); median over rounds"
 echo
 echo "| server | requests/s | p99 latency | requests/s vs best peer |"
 echo "|---|---|---|---|"

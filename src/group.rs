@@ -55,6 +55,12 @@ pub struct LoopGroup {
     threads: Vec<Option<JoinHandle<()>>>,
 }
 
+// `LoopGroup` is `Send + Sync`: the compiler checks it here.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<LoopGroup>();
+};
+
 /// Configures a [`LoopGroup`]: the thread count, CPU pinning, thread
 /// names and each loop's [`Builder`].
 ///
@@ -119,7 +125,9 @@ impl LoopGroupBuilder {
     /// run on (`sched_getaffinity`). On by default. Pinning is skipped for
     /// the whole group when it has more loops than that set has CPUs, and
     /// off Linux. It is best effort: a loop whose `sched_setaffinity` fails
-    /// runs unpinned.
+    /// runs unpinned. An unpinned loop thread keeps the affinity it
+    /// inherits from the calling thread: build a group from a thread
+    /// pinned to one CPU and every loop shares that CPU.
     ///
     /// ```
     /// let group = deliloop::LoopGroup::builder().threads(1).pin(false).build().unwrap();

@@ -7,10 +7,12 @@
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::thread;
 use std::time::Duration;
+
+mod common;
 
 /// The bound on each step: generous, a failure bound only.
 const WAIT: Duration = Duration::from_secs(10);
@@ -66,7 +68,7 @@ fn sigterm_stops_accepting_finishes_the_connection_in_flight_and_exits_0() {
         println!("SKIP graceful: example not built");
         return;
     };
-    let mut child = Command::new(path)
+    let mut child = common::under_runner(&path)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -15,6 +15,8 @@ use deliloop::time::{sleep, timeout};
 use futures::future::join_all;
 use futures::io::{AsyncReadExt, AsyncWriteExt};
 
+mod common;
+
 const MIB: usize = 1 << 20;
 
 /// The tests that run again on the SIGCHLD path.
@@ -521,7 +523,7 @@ fn sigchld_fallback_passes_the_key_tests() {
     if on_fallback_path() {
         return; // this is the copy; it does not start another one
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    let out = common::under_runner(&std::env::current_exe().unwrap())
         .args(FALLBACK_TESTS)
         .args(["--exact", "--test-threads", "4"])
         .env("DELILOOP_NO_PIDFD", "1")

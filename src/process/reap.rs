@@ -16,7 +16,7 @@
 //! is copied into every later child's descriptor table and closed again by
 //! its exec, so children spawned in a batch and awaited afterwards are
 //! cheaper without one each, and one that has exited by its first wait
-//! needs none at all (BENCHMARKS.md, "P1: child processes").
+//! needs none at all (BENCHMARKS.md, "The capability rows: K, S1, V1, P1").
 
 use std::future::poll_fn;
 use std::io;

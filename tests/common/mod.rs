@@ -57,3 +57,19 @@ pub fn readable(fd: i32, ms: i32) -> bool {
     let n = unsafe { libc::poll(&mut p, 1, ms) };
     n == 1 && p.revents & libc::POLLIN != 0
 }
+
+/// A command for an executable of this build: directly, or under the
+/// emulator named by `DELILOOP_TEST_RUNNER` (`scripts/cross-test.sh` sets
+/// it to qemu-user's command, which cannot start a foreign executable on
+/// its own).
+pub fn under_runner(path: &std::path::Path) -> std::process::Command {
+    match std::env::var("DELILOOP_TEST_RUNNER") {
+        Ok(runner) if !runner.trim().is_empty() => {
+            let mut words = runner.split_whitespace();
+            let mut cmd = std::process::Command::new(words.next().unwrap());
+            cmd.args(words).arg(path);
+            cmd
+        }
+        _ => std::process::Command::new(path),
+    }
+}
