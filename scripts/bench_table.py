@@ -201,9 +201,11 @@ def readme(paths):
 
 
 def full(paths):
+    """One line per workload: deliloop's lines, the other implementations,
+    and deliloop's ratio to the best peer (each of its lines, in order)."""
     rows = collect(paths)
     out = [caption_full(len(paths)), "",
-           "| row | implementation | median | vs best peer |",
+           "| row | deliloop | the others | vs best peer |",
            "|---|---|---|---|"]
     groups = []
     for row in rows:
@@ -219,19 +221,24 @@ def full(paths):
         else:
             k = median_index([m[2] for m, _, _ in group[0][3]])
         label = workload if workload.startswith(rid.split()[0]) else f"{rid} {workload}"
+        mine_cells, other_cells, vs_cells = [], [], []
+        n_ours = sum(1 for _, _, name, _ in group if kind(name) == "ours")
         for _, _, name, per_run in group:
             mine, _, r = per_run[k]
-            if kind(name) == "ours" and r is not None:
-                vs = f"**{ratio_text(r)}**"
-                if r is not None and len(per_run) > 1:
-                    rs = [x for _, _, x in per_run]
-                    med = pick(per_run, name)[2]
-                    note = f"; median {ratio_text(med)}" if ratio_text(med) != ratio_text(r) else ""
-                    vs += f" ({ratio_text(min(rs))}–{ratio_text(max(rs))}{note})"
+            if kind(name) == "ours":
+                mine_cells.append(mine[1] if n_ours == 1 else f"{name_text(short(name))} {mine[1]}")
+                if r is not None:
+                    vs = f"**{ratio_text(r)}**"
+                    if len(per_run) > 1:
+                        rs = [x for _, _, x in per_run]
+                        med = pick(per_run, name)[2]
+                        note = f"; median {ratio_text(med)}" if ratio_text(med) != ratio_text(r) else ""
+                        vs += f" ({ratio_text(min(rs))}–{ratio_text(max(rs))}{note})"
+                    vs_cells.append(vs)
             else:
-                vs = ratio_text(r)
-            out.append(f"| {label} | {name_text(name)} | {mine[1]} | {vs} |")
-            label = ""
+                other_cells.append(f"{name_text(name)} {mine[1]}")
+        out.append(f"| {label} | {'; '.join(mine_cells)} | {'; '.join(other_cells)} | "
+                   f"{' / '.join(vs_cells) if vs_cells else '–'} |")
     return "\n".join(out)
 
 
