@@ -94,12 +94,8 @@ failed=0
 if ((quick)); then
   targs=()
   for t in "${slice[@]}"; do targs+=(--test "$t"); done
-  # The linearizability histories run in the full mode only: under
-  # qemu-aarch64 one CI run found a history with lanes that the checker
-  # could not linearize (see RELIABILITY.md, "Open findings").
   part "aarch64: the queue crate's tests under qemu-aarch64" \
-    env DELILOOP_TEST_RUNNER="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER" cargo test --target aarch64-unknown-linux-gnu -p deliloop-queue --lib \
-    --test queue --test queue_lanes --test queue_model --test queue_stress --test queue_busy -- "${skips[@]}" || failed=1
+    env DELILOOP_TEST_RUNNER="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER" cargo test --target aarch64-unknown-linux-gnu -p deliloop-queue --tests -- "${skips[@]}" || failed=1
   part "aarch64: the runtime's ${slice[*]} under qemu-aarch64" \
     env DELILOOP_TEST_RUNNER="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER" cargo test --target aarch64-unknown-linux-gnu -p deliloop --features "$features" "${targs[@]}" -- "${skips[@]}" || failed=1
 else

@@ -862,6 +862,14 @@ fn queue_histories_are_linearizable() {
 #[cfg(not(shuttle))]
 #[test]
 fn queue_with_lanes_histories_are_linearizable() {
+    // On targets whose pointers are narrower than 64 bits a queue has no
+    // lanes (`DeliQueue::with_lanes` makes the plain queue), and the
+    // specification of a queue with lanes does not describe it; the plain
+    // queue's histories run in `queue_histories_are_linearizable`.
+    if cfg!(not(target_pointer_width = "64")) {
+        println!("SKIP histories with lanes: a queue has no lanes on 32-bit targets");
+        return;
+    }
     real_histories(true);
 }
 
