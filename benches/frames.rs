@@ -64,6 +64,12 @@ mod util;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
+// mimalloc is a dev-dependency only where CI can compile its C
+// (Cargo.toml); elsewhere the system allocator serves.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -20,7 +20,8 @@
 //!   next loop in turn: the accepted socket crosses as a
 //!   `std::net::TcpStream` inside a post, and the target loop registers it
 //!   (`TcpStream::from_std`) and serves it. Even by count, at the cost of
-//!   one post per connection and one loop doing every accept.
+//!   one post per connection and one loop doing every accept. The only
+//!   mode on Windows, which has no `SO_REUSEPORT`.
 
 use std::convert::Infallible;
 use std::io::Write;
@@ -32,6 +33,20 @@ use deliloop::{Handle, LoopGroup};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, Response};
+
+/// A listener on `port` of 127.0.0.1 with `SO_REUSEPORT`.
+#[cfg(unix)]
+async fn bind_reuse_port(port: u16) -> TcpListener {
+    TcpListener::bind_reuse_port(("127.0.0.1", port))
+        .await
+        .expect("bind")
+}
+
+/// Never called: without `SO_REUSEPORT` the example hands off.
+#[cfg(not(unix))]
+async fn bind_reuse_port(_port: u16) -> TcpListener {
+    unreachable!("Windows has no SO_REUSEPORT; the example hands off there")
+}
 
 /// The body every request gets.
 const BODY: &str = "Hello, world!\n";
@@ -98,7 +113,7 @@ async fn accept_and_hand_off(listener: Async<std::net::TcpListener>, loops: Vec<
 fn main() {
     let loops: usize = arg("--loops").map_or(2, |n| n.parse().expect("--loops takes a number"));
     let port: u16 = arg("--port").map_or(0, |p| p.parse().expect("--port takes a number"));
-    let handoff = arg("--handoff").is_some();
+    let handoff = arg("--handoff").is_some() || cfg!(not(unix));
     let group = LoopGroup::new(loops).expect("start the loops");
 
     let (addr_tx, addr_rx) = mpsc::channel();
@@ -120,9 +135,7 @@ fn main() {
         for i in 0..group.len() {
             let addr_tx = addr_tx.clone();
             tasks.push(group.spawn_on(i, move || async move {
-                let listener = TcpListener::bind_reuse_port(("127.0.0.1", port))
-                    .await
-                    .expect("bind");
+                let listener = bind_reuse_port(port).await;
                 addr_tx.send(listener.local_addr().unwrap()).unwrap();
                 accept_here(listener).await;
             }));

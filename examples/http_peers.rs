@@ -7,7 +7,7 @@
 //! Row N2's peers (group mode of `scripts/http-bench.sh`): `--runtime
 //! tokio-multi [--threads N]` (one multi-thread runtime) and `--runtime
 //! tokio-reuseport [--threads N]` (N current_thread runtimes, one
-//! `SO_REUSEPORT` listener each).
+//! `SO_REUSEPORT` listener each; Unix only).
 //!
 //! Prints `http://ADDR/` on its first line once it listens.
 
@@ -128,6 +128,7 @@ fn tokio_multi_server() {
 
 /// Row N2's shared-nothing peer: `--threads` current_thread runtimes, each
 /// with its own `SO_REUSEPORT` listener on one port.
+#[cfg(unix)]
 fn tokio_reuseport_server() {
     let port: u16 = arg("--port").map_or(0, |p| p.parse().expect("--port takes a number"));
     let (port_tx, port_rx) = std::sync::mpsc::channel();
@@ -163,6 +164,12 @@ fn tokio_reuseport_server() {
     for t in runtimes {
         t.join().unwrap();
     }
+}
+
+/// Windows has no `SO_REUSEPORT`.
+#[cfg(not(unix))]
+fn tokio_reuseport_server() {
+    panic!("--runtime tokio-reuseport needs SO_REUSEPORT, which only Unix has");
 }
 
 fn main() {

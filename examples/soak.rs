@@ -274,10 +274,17 @@ async fn echo_client(
 /// Heap bytes in use (glibc's `mallinfo2`: small blocks and mmapped
 /// ones), in KiB; printed next to the RSS to tell a leak from pages the
 /// allocator keeps.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn heap_kib() -> u64 {
     // SAFETY: no arguments; it only reads the allocator's statistics.
     let m = unsafe { libc::mallinfo2() };
     ((m.uordblks + m.hblkhd) / 1024) as u64
+}
+
+/// 0: only glibc has `mallinfo2`.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn heap_kib() -> u64 {
+    0
 }
 
 /// `VmRSS`, and of it `RssAnon` (heap, stacks) and `RssFile` (mapped

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The test suite on ARM, under qemu-user: aarch64 (64-bit words, the
 # aarch64 syscall paths, busy mode's plain-store publish) and armv7
-# (32-bit words, for the queue's tagged words).
+# (32-bit words, for the queue's tagged words); and the clippy matrix of
+# the targets that are built but not run here (Android, i686, Apple's,
+# FreeBSD, Windows).
 #
 #   bash scripts/cross-test.sh           # everything below
 #   bash scripts/cross-test.sh --quick   # CI's slice: on aarch64 the
 #                                        # queue crate's tests and the
 #                                        # runtime's core suites; the
-#                                        # armv7 queue tests; no Miri
+#                                        # armv7 queue tests; the whole
+#                                        # clippy matrix; no Miri
 #
 # What it runs:
 #   1. aarch64: `cargo test` of the workspace (features hyper, calloop,
@@ -19,8 +22,16 @@
 #      sized for native speed read DELILOOP_TIME_SCALE.
 #   2. aarch64: the queue stress test at full size (release).
 #   3. armv7: the queue crate's tests under qemu-arm.
-#   4. clippy of the library for aarch64-linux-android,
-#      armv7-linux-androideabi and i686-unknown-linux-gnu.
+#   4. the clippy matrix, `--lib --examples` with `-D warnings` (no C
+#      cross-toolchain here for these, so nothing is linked or run):
+#      aarch64-linux-android, armv7-linux-androideabi,
+#      i686-unknown-linux-gnu, x86_64-apple-darwin, aarch64-apple-darwin,
+#      aarch64-apple-ios and x86_64-unknown-freebsd with features hyper,
+#      calloop, trace; x86_64-pc-windows-gnu and x86_64-pc-windows-msvc
+#      with hyper, trace (calloop's Looper source is Unix only), and
+#      the runtime's tests for x86_64-pc-windows-gnu.
+#      examples/portable.rs (runtime, timers, cross-thread posts, TCP) is
+#      among the examples, so each target builds the runtime's core.
 #   5. Miri on the queue tests with --target aarch64-unknown-linux-gnu
 #      (its 64-bit ARM layout; not in --quick).
 #
@@ -106,16 +117,33 @@ else
 fi
 part "armv7: the queue crate's tests under qemu-arm" \
   env DELILOOP_TEST_RUNNER="$CARGO_TARGET_ARMV7_UNKNOWN_LINUX_GNUEABIHF_RUNNER" cargo test --target armv7-unknown-linux-gnueabihf -p deliloop-queue -- "${skips[@]}" || failed=1
-# The library for the other Linux-kernel targets (no linker here for
-# Android's NDK; i686 for 32-bit x86): clippy of the library.
-for t in aarch64-linux-android armv7-linux-androideabi i686-unknown-linux-gnu; do
+# The clippy matrix: the library and the examples for the targets with no
+# linker here (Android's NDK, Apple's SDK, FreeBSD's and Windows' C
+# libraries are absent; i686 for 32-bit x86 words). Windows has no
+# calloop source (it needs the looper's fd).
+clippy_target() {
+  local t=$1 feats=$2
   if rustup target add "$t" >/dev/null 2>&1; then
-    part "clippy --lib --target $t (features $features)" \
-      cargo clippy --quiet --lib --target "$t" --features "$features" -- -D warnings || failed=1
+    part "clippy --lib --examples --target $t (features $feats)" \
+      cargo clippy --quiet --lib --examples --target "$t" --features "$feats" -- -D warnings || failed=1
   else
     echo "SKIP clippy $t: rustup could not add the target"
   fi
+}
+for t in aarch64-linux-android armv7-linux-androideabi i686-unknown-linux-gnu \
+  x86_64-apple-darwin aarch64-apple-darwin aarch64-apple-ios x86_64-unknown-freebsd; do
+  clippy_target "$t" "$features"
 done
+for t in x86_64-pc-windows-gnu x86_64-pc-windows-msvc; do
+  clippy_target "$t" "hyper,trace"
+done
+# The runtime's tests build for Windows too (those that need Unix say so
+# in a `cfg`); the queue crate's busy-mode tests and the benches are
+# Linux's.
+if rustup target add x86_64-pc-windows-gnu >/dev/null 2>&1; then
+  part "clippy -p deliloop --tests --target x86_64-pc-windows-gnu (features hyper,trace)" \
+    cargo clippy --quiet -p deliloop --tests --target x86_64-pc-windows-gnu --features hyper,trace -- -D warnings || failed=1
+fi
 if ((quick == 0)); then
   if rustup +nightly component add miri rust-src >/dev/null 2>&1; then
     part "Miri: the queue tests, --target aarch64-unknown-linux-gnu" \

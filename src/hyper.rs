@@ -64,7 +64,9 @@ use std::time::{Duration, Instant};
 use ::hyper::rt;
 use futures::io::{AsyncRead, AsyncWrite};
 
-use crate::net::{TcpStream, UnixStream};
+use crate::net::TcpStream;
+#[cfg(unix)]
+use crate::net::UnixStream;
 use crate::reactor::Dir;
 use crate::runtime::Handle;
 
@@ -386,6 +388,7 @@ where
 macro_rules! hyper_stream {
     ($t:ty) => {
         impl rt::Read for $t {
+            #[cfg(unix)]
             fn poll_read(
                 self: Pin<&mut Self>,
                 cx: &mut Context<'_>,
@@ -408,6 +411,33 @@ macro_rules! hyper_stream {
                     }
                 }))?;
                 // SAFETY: the read initialised the first `n` bytes.
+                unsafe { buf.advance(n) };
+                Poll::Ready(Ok(()))
+            }
+
+            /// Windows: std's `read` takes initialised bytes, so the
+            /// unfilled part is zeroed first.
+            #[cfg(windows)]
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                mut buf: rt::ReadBufCursor<'_>,
+            ) -> Poll<io::Result<()>> {
+                // SAFETY: only initialised bytes are written through this
+                // slice (the zeroes, then the read's), so none is
+                // de-initialised.
+                let slice = unsafe { buf.as_mut() };
+                slice.fill(std::mem::MaybeUninit::new(0));
+                let len = slice.len();
+                let slice: *mut [std::mem::MaybeUninit<u8>] = slice;
+                // SAFETY: every byte of `slice` is initialised (just above),
+                // and `MaybeUninit<u8>` has the layout of `u8`.
+                let bytes = unsafe { &mut *(slice as *mut [u8]) };
+                let io = (*self).get_ref();
+                let n = ready!(io.poll_stream(Dir::Read, cx, len, |mut s| {
+                    std::io::Read::read(&mut s, bytes)
+                }))?;
+                // SAFETY: the first `n` bytes are initialised (all are).
                 unsafe { buf.advance(n) };
                 Poll::Ready(Ok(()))
             }
@@ -446,4 +476,5 @@ macro_rules! hyper_stream {
 }
 
 hyper_stream!(TcpStream);
+#[cfg(unix)]
 hyper_stream!(UnixStream);

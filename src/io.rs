@@ -4,7 +4,8 @@
 //! in non-blocking mode and registers it with the looper's reactor, which
 //! waits for readiness in the same `epoll_wait` that waits for posts and
 //! timers. It is the building block of [`crate::net`], in the manner of
-//! async-io's `Async`.
+//! async-io's `Async`. On Windows it takes std's TCP and UDP sockets only
+//! (the sealed trait `Socket` there): mio polls nothing else.
 //!
 //! ```
 //! use std::os::unix::net::UnixStream;
@@ -54,7 +55,10 @@ use std::fmt;
 use std::future::Future;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::marker::PhantomData;
+#[cfg(unix)]
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+#[cfg(windows)]
+use std::os::windows::io::{AsRawSocket, AsSocket, BorrowedSocket, RawSocket};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -90,6 +94,7 @@ pub struct Async<T> {
     io: Option<T>,
 }
 
+#[cfg(unix)]
 impl<T: AsFd> Async<T> {
     /// Puts `io` in non-blocking mode and registers it with the looper
     /// running on this thread (inside `block_on`, `run`, `turn` or
@@ -129,6 +134,76 @@ impl<T: AsFd> Async<T> {
             io: Some(io),
         })
     }
+}
+
+#[cfg(windows)]
+impl<T: Socket> Async<T> {
+    /// Puts `io` in non-blocking mode and registers it with the looper
+    /// running on this thread, or else with this thread's default looper
+    /// (as on Unix).
+    ///
+    /// # Errors
+    /// If non-blocking mode cannot be set, or registration fails.
+    ///
+    /// # Panics
+    /// If this thread has no looper: neither one running nor one from
+    /// [`crate::block_on`].
+    pub fn new(io: T) -> io::Result<Async<T>> {
+        io.set_nonblocking()?;
+        Async::new_nonblocking(io)
+    }
+
+    /// As [`new`](Self::new), for a source already in non-blocking mode.
+    pub(crate) fn new_nonblocking(io: T) -> io::Result<Async<T>> {
+        let reactor = reactor::current("deliloop::io::Async::new")?;
+        let source = reactor.register(io.as_raw_socket())?;
+        Ok(Async {
+            source,
+            reactor,
+            io: Some(io),
+        })
+    }
+}
+
+/// On Windows, what [`Async`] registers: std's and mio's TCP and UDP
+/// sockets. mio polls sockets only there (a pipe or a file has no
+/// readiness to wait for), so `Async` takes no other kind. Sealed.
+#[cfg(windows)]
+pub trait Socket: AsRawSocket + sealed::Sealed {}
+
+#[cfg(windows)]
+mod sealed {
+    use std::io;
+
+    /// The sockets [`super::Socket`] is implemented for.
+    pub trait Sealed {
+        /// Puts the socket in non-blocking mode.
+        fn set_nonblocking(&self) -> io::Result<()>;
+    }
+
+    macro_rules! std_socket {
+        ($($t:ty),*) => {$(
+            impl Sealed for $t {
+                fn set_nonblocking(&self) -> io::Result<()> {
+                    <$t>::set_nonblocking(self, true)
+                }
+            }
+            impl super::Socket for $t {}
+        )*};
+    }
+    std_socket!(
+        std::net::TcpStream,
+        std::net::TcpListener,
+        std::net::UdpSocket
+    );
+
+    /// mio's sockets are non-blocking from the start.
+    impl Sealed for mio::net::TcpListener {
+        fn set_nonblocking(&self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    impl super::Socket for mio::net::TcpListener {}
 }
 
 impl<T> Async<T> {
@@ -370,15 +445,31 @@ impl<T: fmt::Debug> fmt::Debug for Async<T> {
     }
 }
 
+#[cfg(unix)]
 impl<T: AsFd> AsFd for Async<T> {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.get_ref().as_fd()
     }
 }
 
+#[cfg(unix)]
 impl<T: AsRawFd> AsRawFd for Async<T> {
     fn as_raw_fd(&self) -> RawFd {
         self.get_ref().as_raw_fd()
+    }
+}
+
+#[cfg(windows)]
+impl<T: AsSocket> AsSocket for Async<T> {
+    fn as_socket(&self) -> BorrowedSocket<'_> {
+        self.get_ref().as_socket()
+    }
+}
+
+#[cfg(windows)]
+impl<T: AsRawSocket> AsRawSocket for Async<T> {
+    fn as_raw_socket(&self) -> RawSocket {
+        self.get_ref().as_raw_socket()
     }
 }
 
@@ -546,6 +637,7 @@ where
 }
 
 /// Sets `O_NONBLOCK` with one `ioctl(FIONBIO)`.
+#[cfg(unix)]
 pub(crate) fn set_nonblocking(fd: RawFd) -> io::Result<()> {
     let mut on: libc::c_int = 1;
     // SAFETY: FIONBIO reads one c_int through the pointer, which is valid;

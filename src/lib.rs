@@ -22,12 +22,14 @@ mod group;
 pub mod hyper;
 pub mod io;
 pub mod net;
+#[cfg(unix)]
 pub mod process;
 /// The DeliQueue alone (the crate `deliloop-queue`), usable without the
 /// runtime.
 pub use deliloop_queue as queue;
 mod reactor;
 mod runtime;
+#[cfg(unix)]
 pub mod signal;
 pub mod stats;
 pub(crate) mod sync;

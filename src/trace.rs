@@ -46,10 +46,24 @@ pub(crate) struct Recorder {
     next_flow: AtomicU64,
 }
 
+/// The kernel's id of this thread, as `ps -L` and profilers show it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn tid() -> i64 {
     thread_local! {
         // SAFETY: a plain syscall with no arguments.
         static TID: i64 = unsafe { libc::syscall(libc::SYS_gettid) } as i64;
+    }
+    TID.with(|t| *t)
+}
+
+/// A number of this thread, unique in the process: the order in which
+/// threads first record a trace event (where there is no `gettid`).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn tid() -> i64 {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static NEXT: AtomicI64 = AtomicI64::new(1);
+    thread_local! {
+        static TID: i64 = NEXT.fetch_add(1, Ordering::Relaxed);
     }
     TID.with(|t| *t)
 }

@@ -12,12 +12,15 @@ use deliloop::{Looper, PostError, Tag, UnknownBarrier};
 
 type Log = Arc<Mutex<Vec<&'static str>>>;
 
+// Linux's /proc shows whether the loop thread sleeps.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 /// This thread's kernel id, for [`wait_until_asleep`].
 fn tid() -> i32 {
     // SAFETY: a plain syscall with no arguments.
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
 /// Waits until thread `tid` of this process sleeps in the kernel (state
 /// `S` in /proc): the loop thread is parked.
 fn wait_until_asleep(tid: i32) {
@@ -144,6 +147,7 @@ fn a_barrier_holds_ordinary_messages_and_passes_asynchronous_ones_in_order() {
 }
 
 #[test]
+#[cfg(any(target_os = "linux", target_os = "android"))]
 #[cfg_attr(
     miri,
     ignore = "reads /proc to see the loop thread asleep; Miri isolates the file system"

@@ -2,6 +2,8 @@
 //! altogether: a process whose seccomp policy kills on that call runs such
 //! a loop. (The queue's own busy-mode tests are in
 //! `queue/tests/queue_busy.rs`.)
+// Busy mode needs `membarrier`, which is Linux's.
+#![cfg(target_os = "linux")]
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,5 +1,7 @@
 //! Embedding in a host loop: dispatch_ready never blocks, and the looper's
 //! fd turns readable when work arrives (a post, or the next deadline).
+// The fd-based host pattern: the looper has an fd on Unix only.
+#![cfg(unix)]
 
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};

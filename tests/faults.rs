@@ -629,6 +629,7 @@ fn a_tcp_peer_that_disappears_mid_write_is_an_error_not_a_hang() {
 }
 
 #[test]
+#[cfg(unix)] // Unix sockets
 #[cfg_attr(
     miri,
     ignore = "Miri has no ioctl(FIONBIO) on a socketpair, which io::Async uses"

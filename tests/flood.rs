@@ -309,6 +309,7 @@ fn nothing_is_lost_or_doubled_under_a_flood_from_two_producers() {
 }
 
 #[test]
+#[cfg(unix)] // the looper's fd
 #[cfg_attr(miri, ignore = "Miri has no poll(2), which this host loop waits in")]
 fn an_embedded_loop_releases_a_waiter_when_a_cancel_makes_room() {
     use std::os::fd::AsRawFd;

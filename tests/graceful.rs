@@ -3,6 +3,8 @@
 //!
 //! Runs the example's binary, which `cargo test` builds beside this test's
 //! (`target/<profile>/examples/graceful`).
+// The example it drives waits for signals, which are Unix only.
+#![cfg(unix)]
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};

@@ -1,5 +1,7 @@
 //! `LoopGroup`: placement, cross-loop messaging, shutdown, panics, and
 //! `bind_reuse_port` accept sharding.
+// It checks `SO_REUSEPORT`, which is Unix only.
+#![cfg(unix)]
 
 use std::cell::Cell;
 use std::io::{Read, Write};

@@ -1,5 +1,7 @@
 //! I/O on the looper: sockets over loopback, faults, registration counts,
 //! and fairness between I/O and posted work.
+// Unix sockets and `Async` on any fd are Unix only.
+#![cfg(unix)]
 
 use std::io::{Read, Write};
 use std::net::Shutdown;

@@ -1,6 +1,8 @@
 //! Out of file descriptors: `accept` and `connect` fail with `EMFILE` and
 //! the loop goes on. A test binary of its own, because `RLIMIT_NOFILE` is
 //! process-wide.
+// Descriptor limits (`RLIMIT_NOFILE`) are Unix only.
+#![cfg(unix)]
 
 use std::time::Duration;
 

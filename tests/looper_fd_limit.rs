@@ -1,6 +1,8 @@
 //! `Looper::new` out of file descriptors returns the `io::Error` and leaks
 //! none of the descriptors it did get. A test binary of its own, because
 //! `RLIMIT_NOFILE` is process-wide.
+// Descriptor limits (`RLIMIT_NOFILE`) are Unix only.
+#![cfg(unix)]
 
 use std::time::Duration;
 

@@ -1,6 +1,8 @@
 //! Host names resolve off the loop: connect and bind by name, a failing
 //! lookup that leaves the loop ticking, the accepted address forms, bad
 //! ports, and sockets handed over with `from_std`.
+// It checks the descriptors' flags with `fcntl`, which is Unix only.
+#![cfg(unix)]
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -4,6 +4,8 @@
 //! `FALLBACK_TESTS` run a second time in a child copy of this binary with
 //! `DELILOOP_NO_PIDFD=1`, which makes the runtime see exits through its
 //! SIGCHLD watch instead of pidfds (`sigchld_fallback_passes_the_key_tests`).
+// Child processes are Unix only (README, "Platforms").
+#![cfg(unix)]
 
 use std::collections::BTreeSet;
 use std::io::ErrorKind;

@@ -5,6 +5,11 @@
 //! Every remote task still runs once, is held at most two batches, and is
 //! freed by the next remote spawn, quit or the looper's drop.
 #![cfg(not(miri))]
+// mimalloc is a dev-dependency only where CI can compile its C (Cargo.toml).
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 
 /// The allocator under the tracking one.
 static INNER: mimalloc::MiMalloc = mimalloc::MiMalloc;

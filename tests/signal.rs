@@ -6,6 +6,8 @@
 //! one. `raise` runs the handler on the raising thread before it returns,
 //! so a delivery made with it is complete (bit set, byte written) when it
 //! returns.
+// Signals are Unix only (README, "Platforms").
+#![cfg(unix)]
 
 use std::io::ErrorKind;
 use std::sync::mpsc;

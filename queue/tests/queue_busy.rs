@@ -4,6 +4,7 @@
 //! the mode on real threads: every push is seen exactly once, a sleep
 //! after busy mode is woken by the next push, and a close's drain returns
 //! every accepted item. (The interleavings are in `queue/src/tests/loom_busy.rs`.)
+#![cfg(target_os = "linux")]
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -58,6 +58,19 @@
 //! one producer that won the wait word's CAS, or by the loop itself; the
 //! host only polls the fd.
 //!
+//! # Platforms
+//!
+//! The fd-based pattern is Unix only. On macOS, iOS and FreeBSD the fd is
+//! the kqueue, and the timer inside it is an `EVFILT_TIMER` event in place
+//! of the timerfd, with the same guarantee: readable once `D` passes. On
+//! other Unixes (no parker timer) the fd turns readable for posts, wakes
+//! and I/O, but not for `D`: the host must wake by `Turn::next_deadline`.
+//! Windows has no fd for the loop (its IOCP handle cannot be polled), so a
+//! host there uses the wake hook and `Turn::next_deadline`; socket
+//! readiness reaches neither the hook nor the host, so a Windows host that
+//! uses the loop's sockets lets the looper wait itself ([`Looper::turn`],
+//! or `run` on a thread of its own).
+//!
 //! # Examples
 //!
 //! fd-based, with a plain `poll(2)` host loop:

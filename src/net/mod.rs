@@ -179,11 +179,13 @@ macro_rules! stream_io {
 mod addr;
 mod tcp;
 mod udp;
+#[cfg(unix)]
 mod unix;
 
 pub use addr::{lookup_host, ToSocketAddrs};
 pub use tcp::{Incoming, TcpListener, TcpStream};
 pub use udp::UdpSocket;
+#[cfg(unix)]
 pub use unix::{UnixListener, UnixStream};
 
 use std::io;
@@ -225,14 +227,24 @@ async fn finish_connect<T>(
         }
         match connected(s) {
             Ok(()) => Ok(()),
-            Err(e)
-                if e.kind() == io::ErrorKind::NotConnected
-                    || e.raw_os_error() == Some(libc::EINPROGRESS) =>
-            {
+            Err(e) if e.kind() == io::ErrorKind::NotConnected || in_progress(&e) => {
                 Err(io::ErrorKind::WouldBlock.into())
             }
             Err(e) => Err(e),
         }
     })
     .await
+}
+
+/// A `connect` still in progress.
+#[cfg(unix)]
+fn in_progress(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EINPROGRESS)
+}
+
+/// A `connect` still in progress: Windows reports it as `NotConnected`
+/// (`WSAENOTCONN`) only.
+#[cfg(windows)]
+fn in_progress(_: &io::Error) -> bool {
+    false
 }

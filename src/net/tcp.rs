@@ -3,7 +3,10 @@
 use std::fmt;
 use std::io;
 use std::net::{self, Shutdown, SocketAddr};
+#[cfg(unix)]
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+#[cfg(windows)]
+use std::os::windows::io::{AsRawSocket, AsSocket, BorrowedSocket, OwnedSocket, RawSocket};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -77,6 +80,8 @@ impl TcpListener {
     /// `SO_INCOMING_CPU` or a `SO_ATTACH_REUSEPORT_CBPF` program on the
     /// socket (`as_raw_fd`); `examples/http_group.rs` shows both modes.
     ///
+    /// Unix only: Windows has no `SO_REUSEPORT`.
+    ///
     /// # Errors
     /// As [`bind`](Self::bind), and from `socket`, `setsockopt` or `listen`.
     ///
@@ -93,6 +98,7 @@ impl TcpListener {
     ///     assert_eq!(b.local_addr().unwrap().port(), port);
     /// });
     /// ```
+    #[cfg(unix)]
     pub async fn bind_reuse_port<A: ToSocketAddrs>(addr: A) -> io::Result<TcpListener> {
         super::each_addr(addr, |a| async move {
             let l = reuse_port_listener(a)?;
@@ -127,7 +133,10 @@ impl TcpListener {
     /// });
     /// ```
     pub fn from_std(listener: net::TcpListener) -> io::Result<TcpListener> {
+        #[cfg(unix)]
         crate::io::set_nonblocking(listener.as_raw_fd())?;
+        #[cfg(windows)]
+        listener.set_nonblocking(true)?;
         Ok(TcpListener {
             inner: Async::new_nonblocking(mio::net::TcpListener::from_std(listener))?,
         })
@@ -199,15 +208,31 @@ impl fmt::Debug for TcpListener {
     }
 }
 
+#[cfg(unix)]
 impl AsFd for TcpListener {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.inner.as_fd()
     }
 }
 
+#[cfg(unix)]
 impl AsRawFd for TcpListener {
     fn as_raw_fd(&self) -> RawFd {
         self.inner.as_raw_fd()
+    }
+}
+
+#[cfg(windows)]
+impl AsSocket for TcpListener {
+    fn as_socket(&self) -> BorrowedSocket<'_> {
+        self.inner.as_socket()
+    }
+}
+
+#[cfg(windows)]
+impl AsRawSocket for TcpListener {
+    fn as_raw_socket(&self) -> RawSocket {
+        self.inner.as_raw_socket()
     }
 }
 
@@ -260,7 +285,10 @@ pub struct TcpStream {
 impl TcpStream {
     fn from_mio(s: mio::net::TcpStream) -> io::Result<TcpStream> {
         Ok(TcpStream {
+            #[cfg(unix)]
             inner: Async::new_nonblocking(net::TcpStream::from(OwnedFd::from(s)))?,
+            #[cfg(windows)]
+            inner: Async::new_nonblocking(net::TcpStream::from(OwnedSocket::from(s)))?,
         })
     }
 
@@ -456,15 +484,31 @@ impl fmt::Debug for TcpStream {
     }
 }
 
+#[cfg(unix)]
 impl AsFd for TcpStream {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.inner.as_fd()
     }
 }
 
+#[cfg(unix)]
 impl AsRawFd for TcpStream {
     fn as_raw_fd(&self) -> RawFd {
         self.inner.as_raw_fd()
+    }
+}
+
+#[cfg(windows)]
+impl AsSocket for TcpStream {
+    fn as_socket(&self) -> BorrowedSocket<'_> {
+        self.inner.as_socket()
+    }
+}
+
+#[cfg(windows)]
+impl AsRawSocket for TcpStream {
+    fn as_raw_socket(&self) -> RawSocket {
+        self.inner.as_raw_socket()
     }
 }
 
@@ -472,24 +516,13 @@ stream_io!(TcpStream);
 
 /// A non-blocking, close-on-exec listening socket on `addr` with
 /// `SO_REUSEADDR` and `SO_REUSEPORT` set before `bind`, backlog 1024.
+#[cfg(unix)]
 fn reuse_port_listener(addr: SocketAddr) -> io::Result<net::TcpListener> {
     let domain = match addr {
         SocketAddr::V4(_) => libc::AF_INET,
         SocketAddr::V6(_) => libc::AF_INET6,
     };
-    // SAFETY: `socket` takes no pointers; the result is checked below.
-    let fd = unsafe {
-        libc::socket(
-            domain,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh socket that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let fd = stream_socket(domain)?;
     let one: libc::c_int = 1;
     for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
         // SAFETY: `one` is a live `c_int` and the length passed is its size.
@@ -510,29 +543,48 @@ fn reuse_port_listener(addr: SocketAddr) -> io::Result<net::TcpListener> {
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = match addr {
         SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
+            // SAFETY: all zeroes is a valid `sockaddr_in`.
+            let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr = libc::in_addr {
+                s_addr: u32::from_ne_bytes(a.ip().octets()),
             };
+            #[cfg(any(
+                target_vendor = "apple",
+                target_os = "freebsd",
+                target_os = "dragonfly",
+                target_os = "netbsd",
+                target_os = "openbsd"
+            ))]
+            {
+                sin.sin_len = std::mem::size_of::<libc::sockaddr_in>() as u8;
+            }
             // SAFETY: `sockaddr_storage` is larger than and aligned for
             // every `sockaddr_*`, `sin` among them.
             unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
             std::mem::size_of::<libc::sockaddr_in>()
         }
         SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
+            // SAFETY: all zeroes is a valid `sockaddr_in6`.
+            let mut sin6: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_flowinfo = a.flowinfo();
+            sin6.sin6_addr = libc::in6_addr {
+                s6_addr: a.ip().octets(),
             };
+            sin6.sin6_scope_id = a.scope_id();
+            #[cfg(any(
+                target_vendor = "apple",
+                target_os = "freebsd",
+                target_os = "dragonfly",
+                target_os = "netbsd",
+                target_os = "openbsd"
+            ))]
+            {
+                sin6.sin6_len = std::mem::size_of::<libc::sockaddr_in6>() as u8;
+            }
             // SAFETY: as above, for `sin6`.
             unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
             std::mem::size_of::<libc::sockaddr_in6>()
@@ -554,4 +606,39 @@ fn reuse_port_listener(addr: SocketAddr) -> io::Result<net::TcpListener> {
         return Err(io::Error::last_os_error());
     }
     Ok(net::TcpListener::from(fd))
+}
+
+/// A non-blocking, close-on-exec stream socket of `domain`, made so in the
+/// `socket` call itself: no other thread's `fork` can inherit it.
+#[cfg(all(unix, not(target_vendor = "apple")))]
+fn stream_socket(domain: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: `socket` takes no pointers; the result is checked below.
+    let fd = unsafe {
+        libc::socket(
+            domain,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh socket that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A non-blocking, close-on-exec stream socket of `domain`. Apple's
+/// `socket` takes no such flags, so they are set right after it (as std
+/// does there): a `fork` on another thread in between can inherit it.
+#[cfg(target_vendor = "apple")]
+fn stream_socket(domain: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: `socket` takes no pointers; the result is checked below.
+    let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh socket that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    crate::util::set_cloexec_nonblocking(fd.as_raw_fd())?;
+    Ok(fd)
 }

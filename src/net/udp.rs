@@ -3,7 +3,10 @@
 use std::fmt;
 use std::io;
 use std::net::{self, SocketAddr};
+#[cfg(unix)]
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+#[cfg(windows)]
+use std::os::windows::io::{AsRawSocket, AsSocket, BorrowedSocket, OwnedSocket, RawSocket};
 
 use super::ToSocketAddrs;
 use crate::io::Async;
@@ -49,7 +52,10 @@ impl UdpSocket {
     /// ```
     pub async fn bind<A: ToSocketAddrs>(addr: A) -> io::Result<UdpSocket> {
         super::each_addr(addr, |a| async move {
+            #[cfg(unix)]
             let s = net::UdpSocket::from(OwnedFd::from(mio::net::UdpSocket::bind(a)?));
+            #[cfg(windows)]
+            let s = net::UdpSocket::from(OwnedSocket::from(mio::net::UdpSocket::bind(a)?));
             Ok(UdpSocket {
                 inner: Async::new_nonblocking(s)?,
             })
@@ -226,14 +232,30 @@ impl fmt::Debug for UdpSocket {
     }
 }
 
+#[cfg(unix)]
 impl AsFd for UdpSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.inner.as_fd()
     }
 }
 
+#[cfg(unix)]
 impl AsRawFd for UdpSocket {
     fn as_raw_fd(&self) -> RawFd {
         self.inner.as_raw_fd()
+    }
+}
+
+#[cfg(windows)]
+impl AsSocket for UdpSocket {
+    fn as_socket(&self) -> BorrowedSocket<'_> {
+        self.inner.as_socket()
+    }
+}
+
+#[cfg(windows)]
+impl AsRawSocket for UdpSocket {
+    fn as_raw_socket(&self) -> RawSocket {
+        self.inner.as_raw_socket()
     }
 }

@@ -20,7 +20,7 @@
 
 use std::future::poll_fn;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -86,7 +86,9 @@ impl Exit {
 
 /// `pidfd_open(pid, 0)`: a descriptor that turns readable when `pid`
 /// exits. The kernel sets close-on-exec on it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
     // SAFETY: pidfd_open takes two integers and returns a new descriptor
     // or -1; it touches no memory of ours.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0 as libc::c_uint) };
@@ -95,6 +97,13 @@ fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     }
     // SAFETY: `fd` is a fresh descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// No pidfd outside Linux: `ENOSYS`, so the SIGCHLD watch serves every
+/// child.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn pidfd_open(_pid: u32) -> io::Result<OwnedFd> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
 }
 
 /// A child and the way its exit is observed.

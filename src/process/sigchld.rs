@@ -40,7 +40,7 @@
 use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 
@@ -248,11 +248,5 @@ fn drain(mut pipe: &File) -> io::Result<()> {
 
 /// A pipe, both ends non-blocking and close-on-exec.
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both are fresh descriptors that nothing else owns.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    crate::util::pipe()
 }

@@ -41,22 +41,41 @@
 //! shared through an `Arc` with every `Async`: a source dropped after its
 //! looper (on another thread, say) still deregisters from a valid epoll
 //! instance, never from a reused fd number.
+//!
+//! **Windows.** mio registers only its own socket types there, and its
+//! readiness is one-shot per report: after an event, a socket is polled
+//! again only once it is re-registered, which mio's own types do when an
+//! operation fails with `WouldBlock`. So each source keeps a mio handle on
+//! its socket (`windows.rs`), and [`Source::clear`] re-registers it: a
+//! cleared direction always has a poll pending behind it, as an
+//! edge-triggered epoll registration has on Unix.
 
 pub mod source;
+#[cfg(windows)]
+mod windows;
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::io;
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
+#[cfg(unix)]
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Registry, Token};
 use slab::Slab;
 
 use crate::runtime::core::Core;
 pub(crate) use source::{Dir, Readiness, Source};
+
+/// What a source is registered by: a file descriptor on Unix, a socket on
+/// Windows.
+#[cfg(unix)]
+pub(crate) type RawFd = std::os::fd::RawFd;
+/// What a source is registered by: a file descriptor on Unix, a socket on
+/// Windows.
+#[cfg(windows)]
+pub(crate) type RawFd = std::os::windows::io::RawSocket;
 
 /// Tokens below this belong to the parker (its waker and timer).
 const OFFSET: usize = 2;
@@ -91,6 +110,7 @@ impl Reactor {
     ///
     /// # Errors
     /// From `epoll_ctl`, for example if `fd` is already registered.
+    #[cfg(unix)]
     pub(crate) fn register(&self, fd: RawFd) -> io::Result<Arc<Source>> {
         let mut sources = self.lock();
         let entry = sources.vacant_entry();
@@ -100,6 +120,26 @@ impl Reactor {
             Token(entry.key() + OFFSET),
             Interest::READABLE | Interest::WRITABLE,
         )?;
+        entry.insert(source.clone());
+        self.live.store(sources.len(), Ordering::Relaxed);
+        Ok(source)
+    }
+
+    /// Registers the socket `fd` for both directions (`windows.rs`).
+    ///
+    /// # Errors
+    /// From mio's registration, for example if `fd` is registered already.
+    #[cfg(windows)]
+    pub(crate) fn register(&self, fd: RawFd) -> io::Result<Arc<Source>> {
+        let mut sources = self.lock();
+        let entry = sources.vacant_entry();
+        let handle = windows::Handle::register(
+            &self.registry,
+            fd,
+            Token(entry.key() + OFFSET),
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        let source = Arc::new(Source::with_handle(entry.key(), fd, handle));
         entry.insert(source.clone());
         self.live.store(sources.len(), Ordering::Relaxed);
         Ok(source)
@@ -120,7 +160,10 @@ impl Reactor {
             }
             self.live.store(sources.len(), Ordering::Relaxed);
         }
-        self.registry.deregister(&mut SourceFd(&source.fd))
+        #[cfg(unix)]
+        return self.registry.deregister(&mut SourceFd(&source.fd));
+        #[cfg(windows)]
+        return source.deregister();
     }
 
     /// Hands `events` to their sources; the wakers to wake go to `out`.

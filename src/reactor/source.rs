@@ -54,12 +54,13 @@
 
 use std::io;
 use std::ops::DerefMut;
-use std::os::fd::RawFd;
 use std::task::{Context, Poll, Waker};
 
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 use slab::Slab;
+
+use super::RawFd;
 
 /// A direction of readiness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,9 +125,16 @@ impl Waiting {
 /// A registered source, shared by its `Async` and the reactor's slab.
 pub struct Source {
     pub(crate) key: usize,
+    /// What deregistration names on Unix; Windows deregisters through
+    /// `handle` instead.
+    #[cfg_attr(windows, allow(dead_code))]
     pub(crate) fd: RawFd,
     readiness: AtomicUsize,
     wakers: Mutex<[Waiting; 2]>,
+    /// The mio registration, re-armed by every clear (the reactor's
+    /// module docs, "Windows"); taken by deregistration.
+    #[cfg(windows)]
+    handle: std::sync::Mutex<Option<super::windows::Handle>>,
 }
 
 fn store(slot: &mut Option<Waker>, waker: &Waker) {
@@ -144,7 +152,27 @@ impl Source {
             fd,
             readiness: AtomicUsize::new(READ | WRITE),
             wakers: Mutex::new(Default::default()),
+            #[cfg(windows)]
+            handle: std::sync::Mutex::new(None),
         }
+    }
+
+    /// As [`new`](Self::new), with its mio registration.
+    #[cfg(windows)]
+    pub(crate) fn with_handle(key: usize, fd: RawFd, handle: super::windows::Handle) -> Source {
+        let source = Source::new(key, fd);
+        *source.handle.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        source
+    }
+
+    /// Deregisters the mio registration (once; later calls do nothing).
+    ///
+    /// # Errors
+    /// From mio's deregistration.
+    #[cfg(windows)]
+    pub(crate) fn deregister(&self) -> io::Result<()> {
+        let handle = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
+        handle.map_or(Ok(()), |h| h.deregister())
     }
 
     fn lock(&self) -> impl DerefMut<Target = [Waiting; 2]> + '_ {
@@ -253,6 +281,10 @@ impl Source {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 (w >> FLAGS == tick).then_some(w & !dir.bit())
             });
+        #[cfg(windows)]
+        if let Some(h) = &mut *self.handle.lock().unwrap_or_else(|e| e.into_inner()) {
+            h.rearm();
+        }
     }
 }
 
@@ -269,13 +301,20 @@ mod tests {
     use super::*;
     use std::task::Waker;
 
+    /// No descriptor: these sources are never registered.
+    #[cfg(unix)]
+    const NO_FD: RawFd = -1;
+    /// No socket (`INVALID_SOCKET`): these sources are never registered.
+    #[cfg(windows)]
+    const NO_FD: RawFd = RawFd::MAX;
+
     fn poll(s: &Source, dir: Dir) -> Poll<io::Result<usize>> {
         s.poll_ready(dir, &mut Context::from_waker(Waker::noop()))
     }
 
     #[test]
     fn a_clear_does_not_erase_an_event_that_came_after_the_op_began() {
-        let s = Source::new(0, -1);
+        let s = Source::new(0, NO_FD);
         let Poll::Ready(Ok(tick)) = poll(&s, Dir::Read) else {
             panic!("starts ready")
         };
@@ -299,7 +338,7 @@ mod tests {
 
     #[test]
     fn a_hang_up_survives_a_clear() {
-        let s = Source::new(0, -1);
+        let s = Source::new(0, NO_FD);
         let Poll::Ready(Ok(tick)) = poll(&s, Dir::Read) else {
             unreachable!()
         };
@@ -322,7 +361,7 @@ mod tests {
 
     #[test]
     fn an_event_wakes_the_waiters_of_its_direction_only() {
-        let s = Source::new(0, -1);
+        let s = Source::new(0, NO_FD);
         let Poll::Ready(Ok(t)) = poll(&s, Dir::Read) else {
             unreachable!()
         };

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::io;
+#[cfg(unix)]
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::pin::pin;
 use std::rc::Rc;
@@ -207,16 +208,24 @@ impl Looper {
     }
 }
 
+/// Unix only: Windows has no pollable descriptor for the loop (its IOCP
+/// handle is not one), so a host there drives the looper with
+/// [`Builder::wake_hook`](crate::Builder::wake_hook) and
+/// [`Turn::next_deadline`](crate::Turn::next_deadline).
+#[cfg(unix)]
 impl AsRawFd for Looper {
-    /// The epoll descriptor, for host loops. After
+    /// The poll descriptor (epoll's or kqueue's), for host loops. After
     /// [`dispatch_ready`](Looper::dispatch_ready) returns with nothing ready,
     /// it is readable once there is work: a post from any thread, the next
-    /// deadline, or I/O.
+    /// deadline, or I/O. Where the platform has no parker timer (see
+    /// README's support matrix) a deadline does not make it readable: the
+    /// host must honour [`Turn::next_deadline`](crate::Turn::next_deadline).
     fn as_raw_fd(&self) -> RawFd {
         self.core.parking.parker().borrow().as_raw_fd()
     }
 }
 
+#[cfg(unix)]
 impl AsFd for Looper {
     fn as_fd(&self) -> BorrowedFd<'_> {
         // SAFETY: the epoll fd lives as long as the looper, which `&self`

@@ -36,7 +36,8 @@
 //! | `share.rs` | a task's counted reference to its loop, released without an RMW on the loop thread |
 //! | `context.rs` | which loop runs on this thread |
 //! | `global.rs` | the crate-level `block_on`, `spawn`, `spawn_local` |
-//! | `park.rs` | epoll, eventfd and timerfd (`park_shuttle.rs` under `--cfg shuttle`) |
+//! | `park.rs` | the poll, its waker and its timer; the timer per platform in `park/` (`park_shuttle.rs` under `--cfg shuttle`) |
+//! | `instant_clock.rs` | the loop's clock where `Instant` does not read `CLOCK_MONOTONIC` (Apple's systems, Windows) |
 
 mod barrier;
 mod builder;
@@ -48,6 +49,8 @@ pub(crate) mod global;
 mod handle;
 mod host;
 mod idle;
+#[cfg(any(target_vendor = "apple", windows))]
+mod instant_clock;
 mod io;
 mod looper;
 mod measure;

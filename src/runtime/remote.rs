@@ -247,6 +247,7 @@ impl Drop for Remote {
 }
 
 /// `CLOCK_MONOTONIC` in ns (the clock `Instant` reads).
+#[cfg(not(any(target_vendor = "apple", windows)))]
 #[inline]
 pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -260,6 +261,9 @@ pub(crate) fn monotonic_ns() -> u64 {
         .wrapping_mul(1_000_000_000)
         .wrapping_add(ts.tv_nsec as u64)
 }
+
+#[cfg(any(target_vendor = "apple", windows))]
+pub(crate) use super::instant_clock::monotonic_ns;
 
 /// Ticks that never come.
 pub(crate) const NEVER: u64 = u64::MAX - 1;

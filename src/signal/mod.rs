@@ -245,6 +245,20 @@ impl Signals {
     }
 }
 
+/// The highest signal number the platform has: the last realtime signal.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn highest_signal() -> i32 {
+    libc::SIGRTMAX()
+}
+
+/// The highest signal number a stream accepts here: the classic signals,
+/// 1 to 31, which every Unix numbers below 32 (Apple has no realtime
+/// signals; the BSDs' are not offered).
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn highest_signal() -> i32 {
+    31
+}
+
 /// `Ok` for a signal number that a stream may catch.
 fn check(sig: i32) -> io::Result<()> {
     if let Some((_, name)) = FORBIDDEN.iter().find(|(s, _)| *s == sig) {
@@ -253,7 +267,7 @@ fn check(sig: i32) -> io::Result<()> {
             format!("deliloop::signal: {name} cannot be caught by a stream"),
         ));
     }
-    if !(1..=MAX_SIGNAL.min(libc::SIGRTMAX())).contains(&sig) {
+    if !(1..=MAX_SIGNAL.min(highest_signal())).contains(&sig) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("deliloop::signal: {sig} is not a signal number"),

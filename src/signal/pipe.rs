@@ -19,7 +19,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use signal_hook_registry::SigId;
@@ -74,14 +74,8 @@ unsafe fn errno_location() -> *mut libc::c_int {
 
 /// A new pipe: the read end as a file, the write end inside a [`Shared`].
 pub(crate) fn new() -> io::Result<(File, Arc<Shared>)> {
-    let mut fds = [0; 2];
-    // SAFETY: `pipe2` writes two fds into the two-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `pipe2` succeeded, so both fds are open, and nothing else
-    // owns them.
-    let (read, write) = unsafe { (File::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let (read, write) = crate::util::pipe()?;
+    let read = File::from(read);
     let shared = Arc::new(Shared {
         pending: Pending::new(),
         write,

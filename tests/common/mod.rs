@@ -47,6 +47,7 @@ pub fn bound(d: std::time::Duration) -> std::time::Duration {
 }
 
 /// Waits up to `ms` for `fd` to be readable, as a host loop would.
+#[cfg(unix)]
 pub fn readable(fd: i32, ms: i32) -> bool {
     let mut p = libc::pollfd {
         fd,
