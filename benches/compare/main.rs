@@ -1,7 +1,12 @@
 //! deliloop against its peers, interleaved in one process.
 //!
-//! `cargo bench --bench compare -- [--quick] [--json PATH] [--only A,B,...]`
+//! `cargo bench --bench compare -- [--quick] [--json PATH] [--only A,B,...] [--load N]`
 //! (`--only` takes workload letters: A, B, ..., G, G2, H, I, K, P1, S1, T, X, floor; V1 is its own package, benches/paused)
+//!
+//! `--load N` runs the chosen rows with N CPU-bound threads beside them
+//! (`load.rs`); their names end in `[load N]`. A full run without `--only`
+//! or `--load` then runs rows B1, B', B'', D, H2 and I once more under
+//! `--load 2`, so the table has both columns.
 //!
 //! Every workload runs each implementation in turn (A B C A B C ...) for a
 //! number of rounds, so drift and noise on this shared machine hit all of
@@ -23,6 +28,7 @@ mod lateness;
 #[allow(dead_code)]
 #[path = "../common/legacy.rs"]
 mod legacy;
+mod load;
 mod plot;
 mod post;
 mod process;
@@ -77,6 +83,11 @@ fn main() {
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1))
         .map(|s| s.split(',').map(|x| x.trim().to_uppercase()).collect());
+    let load: Option<usize> = args
+        .iter()
+        .position(|a| a == "--load")
+        .and_then(|i| args.get(i + 1))
+        .map(|n| n.parse().expect("--load takes a thread count"));
     let cfg = Config { quick };
     let started = Instant::now();
     util::pin_to(0);
@@ -103,17 +114,33 @@ fn main() {
         ("floor", floors::workloads),
     ];
     let mut rows: Vec<Row> = Vec::new();
-    for (letter, make) in workloads {
-        if only
-            .as_ref()
-            .is_some_and(|o| !o.iter().any(|x| x == letter))
-        {
-            continue;
+    let pass = |load: usize, loaded_only: bool, rows: &mut Vec<Row>| {
+        let _load = load::Load::start(load);
+        for (letter, make) in &workloads {
+            if only
+                .as_ref()
+                .is_some_and(|o| !o.iter().any(|x| x == letter))
+            {
+                continue;
+            }
+            for (name, mut imps) in make(&cfg) {
+                let first = name.split_whitespace().next().unwrap_or("");
+                if loaded_only && !load::LOADED_ROWS.contains(&first) {
+                    continue;
+                }
+                let name = if load > 0 {
+                    format!("{name} [load {load}]")
+                } else {
+                    name
+                };
+                eprintln!("{name} ...");
+                rows.extend(util::run_interleaved(&name, cfg.rounds(), &mut imps));
+            }
         }
-        for (name, mut imps) in make(&cfg) {
-            eprintln!("{name} ...");
-            rows.extend(util::run_interleaved(&name, cfg.rounds(), &mut imps));
-        }
+    };
+    pass(load.unwrap_or(0), false, &mut rows);
+    if !quick && only.is_none() && load.is_none() {
+        pass(2, true, &mut rows);
     }
     let table = markdown(&rows);
     println!("{table}");

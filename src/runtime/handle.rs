@@ -300,8 +300,12 @@ impl Handle {
         });
         let local = on_loop.is_some();
         let own = on_loop.flatten();
+        // A message due now takes the posting thread's lane (docs/lanes.md):
+        // read in the order written, never through the stack and the heap,
+        // so a backlog behind a loop that fell behind costs no more per
+        // item than a short one.
         let mut opts = match (when, own) {
-            (When::Now, _) => Push::at(remote.now_ticks()),
+            (When::Now, _) => Push::due_now(remote.now_ticks()),
             (When::Delay(d), None) => Push::at(remote.ticks_after(d)),
             (When::At(t), None) => Push::at(remote.ticks_at(t)),
             (When::Delay(d), Some((clock, shift))) => Push::at(
