@@ -111,7 +111,7 @@ if ((quick)); then
     env DELILOOP_TEST_RUNNER="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER" cargo test --target aarch64-unknown-linux-gnu -p deliloop --features "$features" "${targs[@]}" -- "${skips[@]}" || failed=1
 else
   part "aarch64: cargo test --workspace (features $features) under qemu-aarch64" \
-    env DELILOOP_TEST_RUNNER="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER" cargo test --target aarch64-unknown-linux-gnu --workspace --features "$features" -- "${skips[@]}" || failed=1
+    env DELILOOP_TEST_RUNNER="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER" cargo test --no-fail-fast --target aarch64-unknown-linux-gnu --workspace --features "$features" -- "${skips[@]}" || failed=1
   part "aarch64: the queue stress test at full size (release)" \
     env DELILOOP_TEST_RUNNER="$CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER" cargo test --release --target aarch64-unknown-linux-gnu -p deliloop-queue --test queue_stress || failed=1
 fi
@@ -147,7 +147,7 @@ fi
 if ((quick == 0)); then
   if rustup +nightly component add miri rust-src >/dev/null 2>&1; then
     part "Miri: the queue tests, --target aarch64-unknown-linux-gnu" \
-      env MIRIFLAGS="-Zmiri-permissive-provenance" \
+      env -u CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER MIRIFLAGS="-Zmiri-permissive-provenance" \
       cargo +nightly miri test --target aarch64-unknown-linux-gnu -p deliloop-queue \
       --test queue --test queue_lanes --test queue_model || failed=1
   else

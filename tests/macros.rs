@@ -6,10 +6,11 @@
 //! the `deliloop-macros` crate.
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+mod common;
 
 #[deliloop::test]
 async fn runs_tasks_and_timers() {
@@ -148,7 +149,9 @@ fn main_runs_the_body_on_a_looper() {
     let Some(bin) = example("main_macro") else {
         return;
     };
-    let out = Command::new(bin).output().expect("run examples/main_macro");
+    let out = common::under_runner(&bin)
+        .output()
+        .expect("run examples/main_macro");
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "answer 42\n");
     assert!(out.stderr.is_empty(), "{out:?}");
@@ -159,7 +162,7 @@ fn panicking_main_exits_101() {
     let Some(bin) = example("main_macro") else {
         return;
     };
-    let out = Command::new(bin)
+    let out = common::under_runner(&bin)
         .arg("--panic")
         .output()
         .expect("run examples/main_macro --panic");
