@@ -400,3 +400,52 @@ fn posts_from_a_running_message_keep_when_seq_order() {
     looper.run();
     assert_eq!(*log.lock().unwrap(), ["past", "now", "later"]);
 }
+
+/// Sets its flag when dropped: a closure's capture, to see when the
+/// closure itself is dropped.
+struct DropFlag(Arc<AtomicUsize>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_message_cancelled_behind_a_sync_barrier_is_dropped_at_the_next_turn() {
+    let looper = Looper::new().unwrap();
+    let h = looper.handle();
+    let token = h.post_sync_barrier().unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    // From another thread, as a poster with a lane of its own would.
+    // A message the barrier holds, then three behind it, cancelled.
+    let ids: Vec<_> = thread::scope(|s| {
+        s.spawn(|| {
+            h.post(|| {}).unwrap();
+            (0..3)
+                .map(|_| {
+                    let flag = DropFlag(drops.clone());
+                    h.post(move || {
+                        let _ = &flag;
+                        unreachable!("cancelled")
+                    })
+                    .unwrap()
+                })
+                .collect()
+        })
+        .join()
+        .unwrap()
+    });
+    for id in &ids {
+        assert!(id.cancel());
+    }
+    // The barrier still holds: nothing runs, yet the cancelled closures
+    // are gone after one turn, not kept behind the held one until the
+    // barrier is removed.
+    looper.dispatch_ready();
+    assert_eq!(drops.load(Ordering::SeqCst), 3);
+    assert_eq!(looper.stats().messages_run, 0);
+    h.remove_sync_barrier(token).unwrap();
+    looper.dispatch_ready();
+    assert_eq!(looper.stats().messages_run, 1);
+}

@@ -630,6 +630,9 @@ fn stream_socket(domain: libc::c_int) -> io::Result<OwnedFd> {
 /// A non-blocking, close-on-exec stream socket of `domain`. Apple's
 /// `socket` takes no such flags, so they are set right after it (as std
 /// does there): a `fork` on another thread in between can inherit it.
+/// `SO_NOSIGPIPE` too, as std and mio set it there: Apple has no
+/// `MSG_NOSIGNAL`, and a write to a reset peer must fail with `EPIPE`, not
+/// raise `SIGPIPE` in a host that has not ignored it.
 #[cfg(target_vendor = "apple")]
 fn stream_socket(domain: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: `socket` takes no pointers; the result is checked below.
@@ -640,5 +643,20 @@ fn stream_socket(domain: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: `fd` is a fresh socket that nothing else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     crate::util::set_cloexec_nonblocking(fd.as_raw_fd())?;
+    let on: libc::c_int = 1;
+    // SAFETY: `fd` is an open socket; the option value is a valid c_int
+    // of the length given.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_NOSIGPIPE,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
     Ok(fd)
 }

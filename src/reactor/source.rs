@@ -276,15 +276,27 @@ impl Source {
     /// short) after seeing `tick`: clears the direction unless an event
     /// came since. The sticky hang-up bits stay.
     pub fn clear(&self, dir: Dir, tick: usize) {
-        let _ = self
+        let cleared = self
             .readiness
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 (w >> FLAGS == tick).then_some(w & !dir.bit())
-            });
+            })
+            .is_ok();
+        // Windows polls a socket again only when asked (`windows.rs`):
+        // ask after a clear that took effect. If the request fails, nothing
+        // would ever report the direction again; it is marked ready
+        // instead, so the operation runs again and meets the socket's
+        // error itself.
         #[cfg(windows)]
-        if let Some(h) = &mut *self.handle.lock().unwrap_or_else(|e| e.into_inner()) {
-            h.rearm();
+        if cleared {
+            if let Some(h) = &mut *self.handle.lock().unwrap_or_else(|e| e.into_inner()) {
+                if h.rearm().is_err() {
+                    self.readiness.fetch_or(dir.bit(), Ordering::AcqRel);
+                }
+            }
         }
+        #[cfg(not(windows))]
+        let _ = cleared;
     }
 }
 

@@ -54,13 +54,15 @@ impl Handle {
     }
 
     /// Polls the socket again after a report: what mio's own types do
-    /// when an operation fails with `WouldBlock`. A failure leaves the
-    /// socket unpolled; it is reported by the next operation, which fails
-    /// on the same broken socket.
-    pub(crate) fn rearm(&mut self) {
-        let _ = self
-            .registry
-            .reregister(&mut *self.sock, self.token, self.interests);
+    /// when an operation fails with `WouldBlock`.
+    ///
+    /// # Errors
+    /// From mio's re-registration; the socket is then not polled, and the
+    /// caller marks it ready so that the next operation meets the error
+    /// (`source.rs`, `clear`).
+    pub(crate) fn rearm(&mut self) -> io::Result<()> {
+        self.registry
+            .reregister(&mut *self.sock, self.token, self.interests)
     }
 
     /// Deregisters the socket and releases the wrapper without closing it.

@@ -74,7 +74,11 @@ impl Core {
             deadline
         };
         let timeout = deadline.map(|d| Duration::from_nanos(d.saturating_sub(self.now_ticks())));
-        self.parking.parker().borrow_mut().arm_for_host(timeout);
+        if !self.parking.parker().borrow_mut().arm_for_host(timeout) {
+            // The timer could not be set (a kqueue out of timer events):
+            // the host comes back now, not after the deadline.
+            self.remote.wake_loop();
+        }
         self.parking.set_host_armed();
         deadline.map(|d| self.remote.instant_of(d))
     }

@@ -101,10 +101,13 @@ impl Parker {
 
     /// For a host loop that waits on the poll fd itself: arms the timer so
     /// the fd turns readable `timeout` from now (or disarms it). Returns
-    /// false if there is no timer (the host must honour the deadline).
+    /// false if the timer is there but could not be set (the caller then
+    /// makes the fd readable at once, so the host comes back early rather
+    /// than late); true otherwise, also where there is no timer (there
+    /// the host honours `Turn::next_deadline` itself).
     pub(crate) fn arm_for_host(&mut self, timeout: Option<Duration>) -> bool {
         let Some(timer) = &self.timer else {
-            return false;
+            return true;
         };
         match timeout {
             Some(d) => {

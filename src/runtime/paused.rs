@@ -119,7 +119,11 @@ impl Core {
             return Some(self.remote.instant_of(self.clock_ticks()));
         }
         let timeout = wake.map(|w| Duration::from_nanos(w.saturating_sub(self.now_ticks())));
-        self.parking.parker().borrow_mut().arm_for_host(timeout);
+        if !self.parking.parker().borrow_mut().arm_for_host(timeout) {
+            // The timer could not be set (a kqueue out of timer events):
+            // the host comes back now, not after the deadline.
+            self.remote.wake_loop();
+        }
         self.parking.set_host_armed();
         self.next_own_deadline().map(|d| self.remote.instant_of(d))
     }
