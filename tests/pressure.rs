@@ -39,8 +39,17 @@ fn a_busy_loop_running_a_backlog_is_some_not_full() {
     let full = p1.full.total - p0.full.total;
     // The last message waited about 49 x 2 ms while the loop ran.
     assert!(some >= Duration::from_millis(90), "some grew {some:?}");
+    // Between two batches the loop's own bookkeeping counts toward
+    // `full` (module docs of `deliloop::stats`'s pressure): a few
+    // microseconds natively, tens of times that under an emulator
+    // (`DELILOOP_TEST_RUNNER`, scripts/cross-test.sh).
+    let share = if std::env::var_os("DELILOOP_TEST_RUNNER").is_some() {
+        10
+    } else {
+        50
+    };
     assert!(
-        full < some / 50,
+        full < some / share,
         "full grew {full:?} while the loop was running"
     );
 }
