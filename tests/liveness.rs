@@ -46,8 +46,8 @@ fn a_walker_blocked_in_its_predicate_does_not_stall_the_loop() {
     let producer = {
         let (h, ran) = (h.clone(), ran.clone());
         thread::spawn(move || {
-            // Half due now (the poster's lane), half with a zero delay
-            // (the stack, whose nodes retire through limbo).
+            // Half due now, half with a zero delay: both on the stack,
+            // whose nodes retire through limbo.
             for i in 0..posts {
                 let ran = ran.clone();
                 let f = move || {

@@ -23,9 +23,9 @@ fn a_busy_loop_running_a_backlog_is_some_not_full() {
     let looper = Looper::new().unwrap();
     let h = looper.handle();
     // A first post and dispatch, so that the posts below are not the
-    // first of this thread (its lane made, the code warm; under an
-    // emulator the first run of a path is slow), and the time between
-    // them and the dispatch stays small beside the 2 ms messages.
+    // first of this thread (the code warm; under an emulator the first
+    // run of a path is slow), and the time between them and the
+    // dispatch stays small beside the 2 ms messages.
     h.post(|| {}).unwrap();
     looper.dispatch_ready();
     for _ in 0..50 {
