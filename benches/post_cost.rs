@@ -16,11 +16,16 @@
 
 #[path = "compare/load.rs"]
 mod load;
+#[allow(dead_code)]
+#[path = "compare/util.rs"]
+mod util;
 
 use std::cell::Cell;
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Instant;
+
+use util::{pin_to, yield_now};
 
 thread_local! {
     static RAN: Cell<u64> = const { Cell::new(0) };
@@ -44,29 +49,6 @@ fn cpu_ns() -> f64 {
     // SAFETY: a valid timespec to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
-}
-
-fn pin_to(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; the
-    // syscall reads it. Failure leaves the thread unpinned.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-fn yield_now() -> impl std::future::Future<Output = ()> {
-    let mut yielded = false;
-    futures::future::poll_fn(move |cx| {
-        if yielded {
-            std::task::Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
 }
 
 /// One round's figures, per item.

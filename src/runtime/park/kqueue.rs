@@ -16,8 +16,9 @@
 //! later by the time between the two reads. Adding the event can fail
 //! (FreeBSD caps the timer events of the whole system); the parker then
 //! sleeps with the poll's timeout instead, as where there is no timer, and
-//! a host waiting on the fd learns of that deadline only from
-//! `Turn::next_deadline` (as on Linux if `timerfd_settime` fails).
+//! for a host waiting on the fd the loop makes the fd readable at once
+//! (`host.rs`), so the host comes back early, never late (as on Linux if
+//! `timerfd_settime` fails).
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
