@@ -163,6 +163,12 @@ pub struct DeliQueue<T> {
     /// Node flags of the items [`counts`](DeliQueue::counts) counts.
     counted: u32,
     counts: Counts,
+    /// Counted lane items the consumer took or stepped over removed (all
+    /// of them `accepted`). After a drain that follows the close they are
+    /// the lanes' counts (`DeliQueue::counts`, "Lane items").
+    lane_seen: Counts,
+    /// A drain has run after the close.
+    settled: bool,
     /// The lanes of this queue's producer threads, as the consumer reads
     /// them (`docs/lanes.md`); none unless made [`with_lanes`](Self::with_lanes).
     lanes: Lanes<T>,
@@ -265,6 +271,8 @@ impl<T> DeliQueue<T> {
             to_drop: Vec::new(),
             hold_drops: false,
             counted: 0,
+            lane_seen: Counts::default(),
+            settled: false,
             counts: Counts::default(),
             lanes: Lanes::new(),
             numbered,

@@ -406,3 +406,64 @@ fn counts_keep_the_pushes_of_lanes_retired_and_unlinked() {
     q.wake();
     assert_eq!(q.counts().accepted, 300);
 }
+
+/// Threads push counted items with tickets on their lanes, and cancel
+/// every other one, while the consumer closes and drains. `counts()`, read
+/// right after the drain and before the threads are joined, is what the
+/// pushes and cancels returned: a push the close turned back is not
+/// counted even while its thread is still taking its lane's count back,
+/// and every accepted item was drained or cancelled.
+#[test]
+fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    const THREADS: usize = 3;
+    let rounds = if cfg!(miri) { 2 } else { 100 };
+    for _ in 0..rounds {
+        let mut q = DeliQueue::with_lanes();
+        q.set_counted(1);
+        let pushed = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let p = q.producer();
+                let pushed = pushed.clone();
+                std::thread::spawn(move || {
+                    let (mut accepted, mut cancelled) = (0u64, 0u64);
+                    let mut tickets = Vec::new();
+                    for i in 0u64.. {
+                        match p.push_cancellable(i, Push::due_now(0).flags(1)) {
+                            Ok((t, _)) => {
+                                accepted += 1;
+                                pushed.fetch_add(1, Ordering::Relaxed);
+                                if i % 2 == 1 && t.cancel() {
+                                    cancelled += 1;
+                                }
+                                tickets.push(t);
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    (accepted, cancelled)
+                })
+            })
+            .collect();
+        // Close while the threads are pushing.
+        let target = if cfg!(miri) { 4 } else { 64 };
+        while pushed.load(Ordering::Relaxed) < target {
+            std::hint::spin_loop();
+            std::thread::yield_now();
+        }
+        let popped = (0..32).filter(|_| q.pop_due(0).is_some()).count() as u64;
+        q.close();
+        let drained = q.drain().len() as u64;
+        let c = q.counts();
+        let (accepted, cancelled) = threads
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .fold((0, 0), |(a, c), (a2, c2)| (a + a2, c + c2));
+        assert_eq!((c.accepted, c.cancelled), (accepted, cancelled));
+        assert_eq!(popped + drained + cancelled, accepted);
+        assert_eq!(q.counts(), c, "settled");
+    }
+}

@@ -32,6 +32,9 @@ impl<T> DeliQueue<T> {
     /// (barriers included), in `(when, seq)` order. After [`close`](Self::close) this accounts for
     /// every accepted item that was neither popped nor cancelled.
     pub fn drain(&mut self) -> Vec<Popped<T>> {
+        // Read before the drain's own reads: a close seen here is one every
+        // pusher this drain misses sees too (`Lanes::drain`).
+        let closed = self.shared.is_closed();
         if self.numbered {
             // The drain's reads must see every publish, or the pusher the
             // close (`busy.rs`, the fenced path).
@@ -52,10 +55,13 @@ impl<T> DeliQueue<T> {
                 if look > 0 {
                     busy::grace();
                 }
-                let to_drop = &mut self.to_drop;
+                let (to_drop, seen, counted) =
+                    (&mut self.to_drop, &mut self.lane_seen, self.counted);
+                let mut taken = 0;
                 self.lanes.drain(
                     &self.shared.home.registry,
                     |meta, n, item| {
+                        taken += u64::from(meta.flags & counted != 0);
                         let info = ItemInfo::of_meta(&meta);
                         let key = Key {
                             when: meta.when,
@@ -70,9 +76,13 @@ impl<T> DeliQueue<T> {
                             },
                         ));
                     },
-                    |r| drop_removed(r, to_drop),
+                    |r| drop_removed(r, to_drop, seen, counted),
                 );
+                self.lane_seen.accepted += taken;
             }
+            // Every lane item accepted before the close is now taken or
+            // stepped over, and every later one is handed back.
+            self.settled |= closed;
             // Each part is in order; merge them (a stable sort), if the
             // lanes gave anything.
             if out.len() > heaps {

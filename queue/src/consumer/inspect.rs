@@ -68,10 +68,22 @@ impl<T> DeliQueue<T> {
     /// lane keeps its count: one load per lane here, lanes the consumer
     /// has not read yet included), the cancels and removals as they
     /// happened (two more loads), so `cancelled + removed` never passes
-    /// `accepted`.
+    /// `accepted`. After a [`drain`](Self::drain) that follows the
+    /// [`close`](Self::close), lane items are counted as the consumer took
+    /// and stepped over them: a push the close turns back is never in
+    /// them, even while its pusher is still taking its lane's count back,
+    /// and the counts no longer move.
     pub fn counts(&self) -> Counts {
         let mut c = self.counts;
-        if self.numbered {
+        if self.settled {
+            // Lane items: after a drain that followed the close, what the
+            // consumer took and stepped over is all there will be (a push
+            // the close turned back may still be taking its count back;
+            // a removal, adding to its remover's count).
+            c.accepted += self.lane_seen.accepted;
+            c.cancelled += self.lane_seen.cancelled;
+            c.removed += self.lane_seen.removed;
+        } else if self.numbered {
             // The removals first: every removal read here is of an item
             // whose lane's count, read after, includes it (`note_gone`);
             // lanes not adopted yet are read too.

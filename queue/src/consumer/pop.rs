@@ -4,7 +4,7 @@
 //! out before a stack push numbered before it (`docs/lanes.md`, "The
 //! consumer"). The design is in `consumer.rs`.
 
-use super::{DeliQueue, Head, Popped, ASYNCHRONOUS_LANE};
+use super::{Counts, DeliQueue, Head, Popped, ASYNCHRONOUS_LANE};
 use crate::busy;
 use crate::class::{earlier, Slot};
 use crate::heap::Key;
@@ -190,6 +190,7 @@ impl<T> DeliQueue<T> {
     /// A lane item the consumer claimed, counted towards busy mode.
     #[inline(always)]
     fn lane_item_taken(&mut self, item: T, meta: &crate::node::Meta) -> Popped<T> {
+        self.lane_seen.accepted += u64::from(meta.flags & self.counted != 0);
         self.busy_takes = self.busy_takes.wrapping_add(1);
         if self.busy_takes == busy::ENTER_AFTER {
             self.enter_busy();
@@ -211,11 +212,11 @@ impl<T> DeliQueue<T> {
             return None;
         }
         let limit = held.map(|k| (k.when, k.seq as u64));
-        let to_drop = &mut self.to_drop;
+        let (to_drop, seen, counted) = (&mut self.to_drop, &mut self.lane_seen, self.counted);
         let p = pick::pick_within(
             &mut self.lanes,
             &self.shared.home.registry,
-            |r| drop_removed(r, to_drop),
+            |r| drop_removed(r, to_drop, seen, counted),
             &|class, key| class == ASYNCHRONOUS_LANE || limit.is_none_or(|l| key < l),
         );
         // Nothing to take (every lane EMPTY, or held by the barrier, whose
@@ -335,7 +336,22 @@ fn pick_key(p: &Pick) -> (u64, i64) {
 }
 
 /// A removed lane item the consumer stepped over: its payload, dropped at
-/// the next maintain (whoever removed it counted it: `LaneHome::note_gone`).
-pub(super) fn drop_removed<T>(r: Removed<T>, to_drop: &mut Vec<T>) {
+/// the next maintain; counted in `seen` if its flags are in `counted`
+/// (its remover counted it too, in `LaneHome::note_gone`: `counts` reads
+/// one or the other).
+pub(super) fn drop_removed<T>(
+    r: Removed<T>,
+    to_drop: &mut Vec<T>,
+    seen: &mut Counts,
+    counted: u32,
+) {
+    if r.flags & counted != 0 {
+        seen.accepted += 1;
+        if r.by_walker {
+            seen.removed += 1;
+        } else {
+            seen.cancelled += 1;
+        }
+    }
     to_drop.push(r.payload);
 }

@@ -12,14 +12,15 @@ use crate::node::Meta;
 use crate::sync::Ordering;
 
 /// A removed item the reader stepped over: its payload, for the caller
-/// to drop (whoever removed it counted it).
+/// to drop, and what the consumer counts of it once the queue is drained
+/// (`DeliQueue::counts`; until then its remover's count stands:
+/// `LaneHome::note_gone`).
 #[derive(Debug)]
 pub(crate) struct Removed<T> {
     pub(crate) payload: T,
-    /// Removed by a walker (`remove_where`), not by its ticket: read by the
-    /// lane's tests (the removers count what they remove themselves:
-    /// `LaneHome::note_gone`).
-    #[cfg(all(test, not(loom)))]
+    /// The item's flags.
+    pub(crate) flags: u32,
+    /// Removed by a walker (`remove_where`), not by its ticket.
     pub(crate) by_walker: bool,
 }
 
@@ -241,16 +242,19 @@ impl<T> Reader<T> {
         self.idx += 1;
         match life(word) {
             REMOVED | WALKED => {
+                // SAFETY: the reader's block is live; `word`, an Acquire
+                // read, is a removal's, which left the published key.
+                let meta = unsafe { Block::read_meta(self.block, self.idx - 1, word) };
                 slot.state
                     .store((word & !LIFE) | DROPPED, Ordering::Relaxed);
                 Some(Removed {
+                    flags: meta.flags,
                     payload: slot.payload.with(|p| {
                         // SAFETY: the remover left the payload to the
                         // consumer (its CAS, which the Acquire above read,
                         // came after the publish).
                         unsafe { (*p).assume_init_read() }
                     }),
-                    #[cfg(all(test, not(loom)))]
                     by_walker: life(word) == WALKED,
                 })
             }

@@ -1,7 +1,9 @@
 //! Loom models of the queue with lanes (`DeliQueue::with_lanes`,
 //! `docs/lanes.md`): a thread's lane and the stack read as one order, a
 //! close racing lane pushes, the sleep check, a walker racing a lend, a
-//! lane ticket racing the consumer, and a pop under the other lanes' bound.
+//! lane ticket racing the consumer, a counted lane push the close turns
+//! back against the counts after the drain, and a pop under the other
+//! lanes' bound.
 //! The lanes' own protocols have their models in `queue/src/tests/loom_lane.rs` and
 //! `queue/src/tests/loom_registry.rs`; these are the queue's (the section "What it
 //! needs", models 2, 3 and 5 at the queue's level).
@@ -415,6 +417,52 @@ fn a_lane_ticket_cancel_races_the_consumer_and_the_lanes_count_holds() {
         let c = q.counts();
         assert_eq!((c.accepted, c.cancelled), (1, u64::from(cancelled)));
         assert!(!ticket.cancel(), "nothing left to cancel");
+        drop(q);
+        drop(ticket);
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
+    });
+}
+
+/// A counted due-now push with a ticket (on its thread's lane) races a
+/// close and the drain after it; the pusher cancels what was accepted.
+/// `counts()` read right after the drain, before the pusher is joined,
+/// says accepted exactly when the push returned `Ok` and cancelled exactly
+/// when the cancel won: a push the close turned back, whose lane had
+/// counted it before the publish, is not counted (after a drain the
+/// consumer counts lane items from what it took and stepped over). The
+/// item is drained, cancelled or handed back, and dropped once.
+#[test]
+fn a_counted_lane_push_the_close_turns_back_is_not_counted_after_the_drain() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut q = DeliQueue::with_lanes();
+        q.set_counted(1);
+        let p = q.producer();
+        let d = drops.clone();
+        let pusher = thread::spawn(move || {
+            match p.push_cancellable(Counted(d), Push::due_now(0).flags(1)) {
+                Ok((ticket, _)) => {
+                    let won = ticket.cancel();
+                    (true, won, Some(ticket))
+                }
+                Err(closed) => {
+                    drop(closed);
+                    (false, false, None)
+                }
+            }
+        });
+        q.close();
+        let drained = q.drain().len() as u64;
+        let settled = q.counts();
+        let (accepted, cancelled, ticket) = pusher.join().unwrap();
+        let (accepted, cancelled) = (u64::from(accepted), u64::from(cancelled));
+        assert_eq!(
+            (settled.accepted, settled.cancelled),
+            (accepted, cancelled),
+            "counted as the push and the cancel returned"
+        );
+        assert_eq!(drained + cancelled, accepted, "drained or cancelled");
+        assert_eq!(q.counts(), settled, "the counts stay settled");
         drop(q);
         drop(ticket);
         assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
