@@ -408,14 +408,16 @@ fn counts_keep_the_pushes_of_lanes_retired_and_unlinked() {
 }
 
 /// Threads push counted items with tickets on their lanes, and cancel
-/// every other one, while the consumer closes and drains. `counts()`, read
-/// right after the drain and before the threads are joined, is what the
-/// pushes and cancels returned: a push the close turned back is not
-/// counted even while its thread is still taking its lane's count back,
-/// and every accepted item was drained or cancelled.
+/// every other one, and a walker removes every item whose number is a
+/// multiple of three, while the consumer closes and drains. `counts()`,
+/// read right after the drain and the walker's last return, before the
+/// pushing threads are joined, is what the pushes, cancels and removals
+/// returned: a push the close turned back is not counted even while its
+/// thread is still taking its lane's count back, and every accepted item
+/// was popped, drained, cancelled or removed.
 #[test]
 fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Arc;
 
     const THREADS: usize = 3;
@@ -432,7 +434,8 @@ fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
                     let (mut accepted, mut cancelled) = (0u64, 0u64);
                     let mut tickets = Vec::new();
                     for i in 0u64.. {
-                        match p.push_cancellable(i, Push::due_now(0).flags(1)) {
+                        let opts = Push::due_now(0).flags(1).tag(i);
+                        match p.push_cancellable(i, opts) {
                             Ok((t, _)) => {
                                 accepted += 1;
                                 pushed.fetch_add(1, Ordering::Relaxed);
@@ -448,6 +451,18 @@ fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
                 })
             })
             .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let walker = {
+            let (w, stop) = (q.producer(), stop.clone());
+            std::thread::spawn(move || {
+                let mut removed = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    removed += w.remove_where(|i| i.tag().is_some_and(|t| t % 3 == 0)) as u64;
+                    std::thread::yield_now();
+                }
+                removed
+            })
+        };
         // Close while the threads are pushing.
         let target = if cfg!(miri) { 4 } else { 64 };
         while pushed.load(Ordering::Relaxed) < target {
@@ -457,13 +472,18 @@ fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
         let popped = (0..32).filter(|_| q.pop_due(0).is_some()).count() as u64;
         q.close();
         let drained = q.drain().len() as u64;
+        stop.store(true, Ordering::Relaxed);
+        let removed = walker.join().unwrap();
         let c = q.counts();
         let (accepted, cancelled) = threads
             .into_iter()
             .map(|t| t.join().unwrap())
             .fold((0, 0), |(a, c), (a2, c2)| (a + a2, c + c2));
-        assert_eq!((c.accepted, c.cancelled), (accepted, cancelled));
-        assert_eq!(popped + drained + cancelled, accepted);
-        assert_eq!(q.counts(), c, "settled");
+        assert_eq!(
+            (c.accepted, c.cancelled, c.removed),
+            (accepted, cancelled, removed)
+        );
+        assert_eq!(popped + drained + cancelled + removed, accepted);
+        assert_eq!(q.counts(), c);
     }
 }

@@ -70,19 +70,24 @@ impl<T> DeliQueue<T> {
     /// happened (two more loads), so `cancelled + removed` never passes
     /// `accepted`. After a [`drain`](Self::drain) that follows the
     /// [`close`](Self::close), lane items are counted as the consumer took
-    /// and stepped over them: a push the close turns back is never in
-    /// them, even while its pusher is still taking its lane's count back,
-    /// and the counts no longer move.
+    /// them or stepped over them cancelled, and as walkers removed them: a
+    /// push the close turns back is never counted, even while its pusher
+    /// is still taking its lane's count back (a removal is counted when its
+    /// walker counts it, before [`Producer::remove_where`](crate::Producer::remove_where)
+    /// returns).
     pub fn counts(&self) -> Counts {
         let mut c = self.counts;
         if self.settled {
-            // Lane items: after a drain that followed the close, what the
-            // consumer took and stepped over is all there will be (a push
-            // the close turned back may still be taking its count back;
-            // a removal, adding to its remover's count).
-            c.accepted += self.lane_seen.accepted;
+            // Lane items, after a drain that followed the close: those the
+            // consumer took or stepped over cancelled, and those walkers
+            // removed (as they count them), are every one accepted; a push
+            // the close turned back may still be taking back the count its
+            // lane took before the publish, so the lanes' counts are not
+            // read (docs/lanes.md, "Counts").
+            let (_, walked) = self.shared.home.gone();
+            c.accepted += self.lane_seen.accepted + walked;
             c.cancelled += self.lane_seen.cancelled;
-            c.removed += self.lane_seen.removed;
+            c.removed += walked;
         } else if self.numbered {
             // The removals first: every removal read here is of an item
             // whose lane's count, read after, includes it (`note_gone`);

@@ -468,3 +468,44 @@ fn a_counted_lane_push_the_close_turns_back_is_not_counted_after_the_drain() {
         assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
     });
 }
+
+/// As the model above, with a walker: a counted push racing a close, its
+/// drain, and a `remove_where` on a third thread. A walker may remove an
+/// item published after the drain read its slot, before its pusher's
+/// recall, which then fails: the push is accepted and the drain never saw
+/// it. `counts()`, read after the walker returned and before the pusher
+/// is joined, counts it accepted and removed, as the push and the walker
+/// returned.
+#[test]
+fn a_walker_removing_a_lane_item_the_drain_missed_keeps_the_counts() {
+    loom::model(|| {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut q = DeliQueue::with_lanes();
+        q.set_counted(1);
+        let (p, w) = (q.producer(), q.producer());
+        let d = drops.clone();
+        let pusher = thread::spawn(move || {
+            match p.push_with(Counted(d), Push::due_now(0).flags(1).tag(7)) {
+                Ok(_) => true,
+                Err(closed) => {
+                    drop(closed);
+                    false
+                }
+            }
+        });
+        let walker = thread::spawn(move || w.remove_where(|i| i.tag() == Some(7)));
+        q.close();
+        let drained = q.drain().len() as u64;
+        let removed = walker.join().unwrap() as u64;
+        let c = q.counts();
+        let accepted = u64::from(pusher.join().unwrap());
+        assert_eq!(
+            (c.accepted, c.removed),
+            (accepted, removed),
+            "counted as the push and the walker returned"
+        );
+        assert_eq!(drained + removed, accepted, "drained or removed");
+        drop(q);
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
+    });
+}
