@@ -420,20 +420,24 @@ fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Arc;
 
-    const THREADS: usize = 3;
-    let rounds = if cfg!(miri) { 2 } else { 100 };
+    // Under Miri: one small round (each push and walk is interpreted).
+    let (threads, rounds, cap, walks) = if cfg!(miri) {
+        (2, 1, 100, 10)
+    } else {
+        (3, 100, u64::MAX, u64::MAX)
+    };
     for _ in 0..rounds {
         let mut q = DeliQueue::with_lanes();
         q.set_counted(1);
         let pushed = Arc::new(AtomicU64::new(0));
-        let threads: Vec<_> = (0..THREADS)
+        let threads: Vec<_> = (0..threads)
             .map(|_| {
                 let p = q.producer();
                 let pushed = pushed.clone();
                 std::thread::spawn(move || {
                     let (mut accepted, mut cancelled) = (0u64, 0u64);
                     let mut tickets = Vec::new();
-                    for i in 0u64.. {
+                    for i in 0..cap {
                         let opts = Push::due_now(0).flags(1).tag(i);
                         match p.push_cancellable(i, opts) {
                             Ok((t, _)) => {
@@ -456,7 +460,10 @@ fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
             let (w, stop) = (q.producer(), stop.clone());
             std::thread::spawn(move || {
                 let mut removed = 0;
-                while !stop.load(Ordering::Relaxed) {
+                for _ in 0..walks {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
                     removed += w.remove_where(|i| i.tag().is_some_and(|t| t % 3 == 0)) as u64;
                     std::thread::yield_now();
                 }
@@ -469,7 +476,8 @@ fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
             std::hint::spin_loop();
             std::thread::yield_now();
         }
-        let popped = (0..32).filter(|_| q.pop_due(0).is_some()).count() as u64;
+        let pops = if cfg!(miri) { 4 } else { 32 };
+        let popped = (0..pops).filter(|_| q.pop_due(0).is_some()).count() as u64;
         q.close();
         let drained = q.drain().len() as u64;
         stop.store(true, Ordering::Relaxed);
