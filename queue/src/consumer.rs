@@ -163,10 +163,9 @@ pub struct DeliQueue<T> {
     /// Node flags of the items [`counts`](DeliQueue::counts) counts.
     counted: u32,
     counts: Counts,
-    /// Counted lane items the consumer took or stepped over cancelled (all
-    /// of them `accepted`; `removed` stays 0: walkers count their own).
-    /// After a drain that follows the close they stand for the lanes'
-    /// counts (`DeliQueue::counts`).
+    /// Counted lane items the consumer took or stepped over removed (all
+    /// of them `accepted`). After a drain that follows the close they
+    /// stand for the lanes' counts (`DeliQueue::counts`).
     lane_seen: Counts,
     /// A drain has run after the close.
     settled: bool,

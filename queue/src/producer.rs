@@ -12,7 +12,7 @@ use super::node::{
 };
 use super::shared::{LanePushed, Shared};
 use super::wait::WakeKind;
-use crate::sync::{Arc, AtomicU64, Ordering};
+use crate::sync::{fence, Arc, AtomicU64, Ordering};
 
 /// Where and how an item is pushed: its due time, an optional tag, user
 /// flags, or the front of the queue.
@@ -552,7 +552,9 @@ impl<T> Producer<T> {
     /// the queue (an item on a lane, [`Push::due_now`], when the consumer
     /// reaches its place); one cancelled while or after the [`DeliQueue`] is dropped
     /// is dropped with the last handle to the queue (a `Producer` or a
-    /// [`Ticket`]), on the thread that drops it (hence `T: Send`).
+    /// [`Ticket`]), on the thread that drops it (hence `T: Send`). Once the
+    /// queue is closed, items on lanes are left alone (the consumer's
+    /// drain returns them).
     ///
     /// The consumer never waits for a walker: while `pred` runs (or the
     /// walking thread is preempted), nodes the consumer retires are kept,
@@ -574,8 +576,22 @@ impl<T> Producer<T> {
         });
         if self.shared.lane_push.is_some() {
             let home = &self.shared.home;
+            // A lane item is left alone once the queue reads closed, read
+            // after the slot was read QUEUED: an item whose publish the
+            // close's drain missed was published after the close (its
+            // pusher will recall it), so this read sees the close; one it
+            // removes, the drain steps over and counts (docs/lanes.md,
+            // "Counts"). The fence pairs with the one the drain makes
+            // after the close: a busy-mode store made after an earlier
+            // leave of the mode is ordered after the close by nothing
+            // else.
             removed += home.registry.walk_with(
-                |meta| pred(&ItemInfo::of_meta(meta)),
+                |meta| {
+                    pred(&ItemInfo::of_meta(meta)) && {
+                        fence(Ordering::SeqCst);
+                        !home.is_closed()
+                    }
+                },
                 |meta| home.note_gone(meta.flags, true),
             );
         }

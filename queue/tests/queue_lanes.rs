@@ -410,11 +410,12 @@ fn counts_keep_the_pushes_of_lanes_retired_and_unlinked() {
 /// Threads push counted items with tickets on their lanes, and cancel
 /// every other one, and a walker removes every item whose number is a
 /// multiple of three, while the consumer closes and drains. `counts()`,
-/// read right after the drain and the walker's last return, before the
-/// pushing threads are joined, is what the pushes, cancels and removals
-/// returned: a push the close turned back is not counted even while its
-/// thread is still taking its lane's count back, and every accepted item
-/// was popped, drained, cancelled or removed.
+/// read right after the drain, before any other thread is joined, is what
+/// the pushes, cancels and removals returned: a push the close turned
+/// back is not counted even while its thread is still taking its lane's
+/// count back, a removal is counted even while its walker is still on its
+/// way out, and every accepted item was popped, drained, cancelled or
+/// removed.
 #[test]
 fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -480,9 +481,9 @@ fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
         let popped = (0..pops).filter(|_| q.pop_due(0).is_some()).count() as u64;
         q.close();
         let drained = q.drain().len() as u64;
+        let c = q.counts();
         stop.store(true, Ordering::Relaxed);
         let removed = walker.join().unwrap();
-        let c = q.counts();
         let (accepted, cancelled) = threads
             .into_iter()
             .map(|t| t.join().unwrap())

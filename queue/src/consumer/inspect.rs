@@ -70,24 +70,23 @@ impl<T> DeliQueue<T> {
     /// happened (two more loads), so `cancelled + removed` never passes
     /// `accepted`. After a [`drain`](Self::drain) that follows the
     /// [`close`](Self::close), lane items are counted as the consumer took
-    /// them or stepped over them cancelled, and as walkers removed them: a
-    /// push the close turns back is never counted, even while its pusher
-    /// is still taking its lane's count back (a removal is counted when its
-    /// walker counts it, before [`Producer::remove_where`](crate::Producer::remove_where)
-    /// returns).
+    /// them or stepped over them removed: a push the close turns back is
+    /// never counted, even while its pusher is still taking its lane's
+    /// count back, and a removal is counted even while its remover is
+    /// still on its way out.
     pub fn counts(&self) -> Counts {
         let mut c = self.counts;
         if self.settled {
             // Lane items, after a drain that followed the close: those the
-            // consumer took or stepped over cancelled, and those walkers
-            // removed (as they count them), are every one accepted; a push
-            // the close turned back may still be taking back the count its
-            // lane took before the publish, so the lanes' counts are not
-            // read (docs/lanes.md, "Counts").
-            let (_, walked) = self.shared.home.gone();
-            c.accepted += self.lane_seen.accepted + walked;
+            // consumer took or stepped over removed are every one accepted
+            // (walkers leave lane items alone once the queue is closed). A
+            // push the close turned back may still be taking back the count
+            // its lane took before the publish, and a remover may not have
+            // added its count yet, so neither is read (docs/lanes.md,
+            // "Counts").
+            c.accepted += self.lane_seen.accepted;
             c.cancelled += self.lane_seen.cancelled;
-            c.removed += walked;
+            c.removed += self.lane_seen.removed;
         } else if self.numbered {
             // The removals first: every removal read here is of an item
             // whose lane's count, read after, includes it (`note_gone`);

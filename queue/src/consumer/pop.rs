@@ -336,21 +336,22 @@ fn pick_key(p: &Pick) -> (u64, i64) {
 }
 
 /// A removed lane item the consumer stepped over: its payload, dropped at
-/// the next maintain. A cancelled one is counted in `seen` if its flags
-/// are in `counted` (its ticket counted it too, in `LaneHome::note_gone`:
-/// `counts` reads one or the other); a walker's removal is counted by
-/// its walker only (a walker may remove an item the drain missed, whose
-/// pusher then finds it gone and returns it accepted: the consumer may
-/// step over it only later, or never).
+/// the next maintain; counted in `seen` if its flags are in `counted`
+/// (its remover counted it too, in `LaneHome::note_gone`: `counts` reads
+/// one or the other).
 pub(super) fn drop_removed<T>(
     r: Removed<T>,
     to_drop: &mut Vec<T>,
     seen: &mut Counts,
     counted: u32,
 ) {
-    if r.flags & counted != 0 && !r.by_walker {
+    if r.flags & counted != 0 {
         seen.accepted += 1;
-        seen.cancelled += 1;
+        if r.by_walker {
+            seen.removed += 1;
+        } else {
+            seen.cancelled += 1;
+        }
     }
     to_drop.push(r.payload);
 }

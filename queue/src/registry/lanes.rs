@@ -383,9 +383,9 @@ impl<T> Lanes<T> {
     /// block links): the close's `fetch_or` on the push counter must
     /// happen before this call (the consumer closed, or read CLOSED with
     /// Acquire). Then a pusher whose publish this misses sees the close and
-    /// takes its item back (`Writer::push`), unless a walker removed it
-    /// first (the push is then accepted, and the walker counted the
-    /// removal), and a thread whose lane this misses sees the close at its
+    /// takes its item back (`Writer::push`; a walker leaves it alone, as
+    /// it reads the close after the slot: `Producer::remove_where`), and
+    /// a thread whose lane this misses sees the close at its
     /// first push: every item accepted is drained here or was removed.
     pub(crate) fn drain(
         &mut self,

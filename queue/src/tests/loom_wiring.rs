@@ -470,41 +470,47 @@ fn a_counted_lane_push_the_close_turns_back_is_not_counted_after_the_drain() {
 }
 
 /// As the model above, with a walker: a counted push racing a close, its
-/// drain, and a `remove_where` on a third thread. A walker may remove an
-/// item published after the drain read its slot, before its pusher's
-/// recall, which then fails: the push is accepted and the drain never saw
-/// it. `counts()`, read after the walker returned and before the pusher
-/// is joined, counts it accepted and removed, as the push and the walker
-/// returned.
+/// drain, and a `remove_where` on a third thread. A walker that read the
+/// slot QUEUED leaves it alone if it then reads the queue closed, so an
+/// item the drain missed (published after the drain read its slot) is
+/// recalled by its pusher, never removed. `counts()`, read right after
+/// the drain, before the walker and the pusher are joined, counts the item
+/// accepted and removed exactly as the push and the walker returned (a
+/// walker that removed an item the drain missed would make the push
+/// accepted unseen; one counted only by its own count would leave both
+/// one short until it counts).
 #[test]
-fn a_walker_removing_a_lane_item_the_drain_missed_keeps_the_counts() {
+fn a_walker_racing_a_close_and_its_drain_keeps_the_counts() {
     loom::model(|| {
         let drops = Arc::new(AtomicUsize::new(0));
         let mut q = DeliQueue::with_lanes();
         q.set_counted(1);
         let (p, w) = (q.producer(), q.producer());
-        let d = drops.clone();
-        let pusher = thread::spawn(move || {
-            match p.push_with(Counted(d), Push::due_now(0).flags(1).tag(7)) {
-                Ok(_) => true,
-                Err(closed) => {
-                    drop(closed);
-                    false
-                }
-            }
+        // The consumer and the walker on threads of their own, the push on
+        // this one (so that the schedule above needs two preemptions).
+        let consumer = thread::spawn(move || {
+            q.close();
+            let drained = q.drain().len() as u64;
+            let c = q.counts();
+            (q, drained, c)
         });
         let walker = thread::spawn(move || w.remove_where(|i| i.tag() == Some(7)));
-        q.close();
-        let drained = q.drain().len() as u64;
+        let accepted = match p.push_with(Counted(drops.clone()), Push::due_now(0).flags(1).tag(7)) {
+            Ok(_) => 1,
+            Err(closed) => {
+                drop(closed);
+                0
+            }
+        };
+        let (q, drained, c) = consumer.join().unwrap();
         let removed = walker.join().unwrap() as u64;
-        let c = q.counts();
-        let accepted = u64::from(pusher.join().unwrap());
         assert_eq!(
             (c.accepted, c.removed),
             (accepted, removed),
             "counted as the push and the walker returned"
         );
         assert_eq!(drained + removed, accepted, "drained or removed");
+        assert_eq!(q.counts(), c, "the counts stay settled");
         drop(q);
         assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
     });
