@@ -14,6 +14,7 @@ use super::handle::Handle;
 use super::message::{Entry, INTERNAL};
 use crate::error::PostError;
 use crate::queue::Ticket;
+use crate::sync::Ordering;
 
 /// A posted sync barrier; give it to [`Handle::remove_sync_barrier`].
 /// Dropping the token does not remove the barrier.
@@ -78,6 +79,10 @@ impl Handle {
     /// assert_eq!(*log.lock().unwrap(), ["vsync", "ordinary"]);
     /// ```
     pub fn post_sync_barrier(&self) -> Result<BarrierToken, PostError<()>> {
+        // Counted before the push, so a sync post that sees no barrier
+        // was made before this one could hold it, give or take the posts
+        // in flight at this moment (`Remote::barriers`).
+        self.remote.barriers.fetch_add(1, Ordering::Relaxed);
         let now = self.remote.now_ticks();
         // INTERNAL: message predicates (`remove_where`) never see it, so
         // only its token removes it (and nudges the loop).
@@ -90,7 +95,10 @@ impl Handle {
                 ticket: Arc::new(ticket),
                 looper: self.remote.id,
             }),
-            Err(_) => Err(PostError::Quit(())),
+            Err(_) => {
+                self.remote.barriers.fetch_sub(1, Ordering::Relaxed);
+                Err(PostError::Quit(()))
+            }
         }
     }
 
@@ -114,6 +122,7 @@ impl Handle {
         if token.looper != self.remote.id || !token.ticket.cancel() {
             return Err(UnknownBarrier);
         }
+        self.remote.barriers.fetch_sub(1, Ordering::Relaxed);
         if self.remote.producer.nudge().wake {
             self.remote.wake_loop();
         }

@@ -134,11 +134,16 @@ impl Handle {
     }
 
     /// Posts a closure to run on the loop thread, after everything already
-    /// due. One CAS on the queue's stack (and a fetch-add of its push
-    /// counter); a syscall only if the loop sleeps. A closure of up to two
-    /// words (say an `Arc` and an index) is stored in the queue's node, so
-    /// once the queue's node memory is warm the post allocates nothing
-    /// (`tests/post_alloc.rs`); a larger one is boxed.
+    /// due. The message goes on this thread's lane of the queue (a
+    /// fetch-add of the queue's push counter and a swap of the slot's
+    /// state word; docs/costs.md), or on the queue's stack while a sync
+    /// barrier is posted and on targets without lanes (32-bit ones); a
+    /// syscall only if the loop sleeps. A closure of up to two words (say
+    /// an `Arc` and an index) is stored in the lane's slot or the node, so
+    /// once that memory is warm the post allocates nothing
+    /// (`tests/post_alloc.rs`); a larger one is boxed. A kept
+    /// [`MessageId`] keeps its lane's block of slots allocated after the
+    /// posting thread exits, until the id is dropped.
     ///
     /// # Errors
     /// [`PostError::Quit`] with the closure if the looper has quit.
@@ -300,7 +305,15 @@ impl Handle {
         });
         let local = on_loop.is_some();
         let own = on_loop.flatten();
+        // A message due now takes the posting thread's lane (docs/lanes.md):
+        // read in the order written, never through the stack and the heap,
+        // so a backlog behind a loop that fell behind costs no more per
+        // item than a short one. Not a sync message while a sync barrier
+        // may hold it: there a cancelled one would stay until the loop
+        // reaches its place (`Remote::barriers`).
+        let lane = asynchronous || remote.barriers.load(Ordering::Relaxed) == 0;
         let mut opts = match (when, own) {
+            (When::Now, _) if lane => Push::due_now(remote.now_ticks()),
             (When::Now, _) => Push::at(remote.now_ticks()),
             (When::Delay(d), None) => Push::at(remote.ticks_after(d)),
             (When::At(t), None) => Push::at(remote.ticks_at(t)),

@@ -168,7 +168,10 @@ pub struct MessageId {
 
 impl MessageId {
     /// Cancels the message: `true` means it will never run (its closure is
-    /// dropped on the loop thread at its next sweep, or at quit); `false`
+    /// dropped on the loop thread: at its next sweep, or, for a message
+    /// posted due now, which waits in its poster's lane, when the loop
+    /// reaches its place, which no sync barrier holds back: while one is
+    /// posted, posts go on the stack; or at quit); `false`
     /// means it already ran, was cancelled, or was dropped by quit. One
     /// CAS, lock-free, from any thread.
     pub fn cancel(&self) -> bool {

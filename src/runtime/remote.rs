@@ -104,6 +104,12 @@ pub(crate) struct Remote {
     /// set once by the loop thread, read only by a timer first polled on
     /// another thread, which keys its deadline as the loop does.
     pub(crate) own_clock: crate::sync::AtomicBool,
+    /// Sync barriers posted and not yet removed (`barrier.rs`). While one
+    /// may hold sync messages, a sync `post` goes on the stack, where a
+    /// cancelled message is dropped at the next sweep, and not on its
+    /// poster's lane, where it would stay until the loop reaches its place
+    /// behind the held head (`handle.rs`).
+    pub(crate) barriers: crate::sync::AtomicUsize,
     /// A trace records (feature `trace`): posts start flows.
     #[cfg(feature = "trace")]
     pub(crate) tracing: crate::sync::AtomicBool,
@@ -136,6 +142,7 @@ impl Remote {
             shares: super::share::Shares::new(),
             returns: super::task_return::Returns::new(),
             own_clock: crate::sync::AtomicBool::new(false),
+            barriers: crate::sync::AtomicUsize::new(0),
             #[cfg(feature = "trace")]
             tracing: crate::sync::AtomicBool::new(false),
             #[cfg(feature = "trace")]
