@@ -7,7 +7,7 @@
 #![cfg(target_os = "linux")]
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -61,33 +61,36 @@ fn a_consumer_that_keeps_taking_enters_busy_mode_and_a_sleep_leaves_it() {
 /// them and sleeps whenever it catches up (parked until a push reports a
 /// wake-up): every item comes out once, and no sleep outlives a push that
 /// should have ended it (a park ends by its wake-up, not its 10 s
-/// timeout, whenever items were pushed meanwhile).
+/// timeout, whenever items were pushed meanwhile). Between bursts the
+/// producer waits until the consumer has gone to sleep at least once per
+/// burst so far, so every burst after the first starts against a sleeping
+/// (or just woken) consumer, however slow the consumer's thread is.
 #[test]
 fn sleeps_between_busy_stretches_lose_no_wake_up() {
     const N: u32 = 300_000;
+    const BURST: u32 = 20_000;
     let supported = barrier_supported();
     let mut q = DeliQueue::with_lanes();
     let p = q.producer();
     let consumer = thread::current();
     let done = Arc::new(AtomicBool::new(false));
-    let d = done.clone();
-    // Under an emulator (`scripts/cross-test.sh`) the consumer needs
-    // longer to catch up.
-    let scale: u32 = std::env::var("DELILOOP_TIME_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    let pause = Duration::from_micros(200) * scale.max(1);
+    let slept = Arc::new(AtomicU32::new(0));
+    let (d, s) = (done.clone(), slept.clone());
     let producer = thread::spawn(move || {
         for i in 0..N {
             if p.push(i, 0).unwrap().wake {
                 consumer.unpark();
             }
-            if i % 20_000 == 0 {
-                // A pause, so the consumer catches up and sleeps.
+            if i % BURST == BURST - 1 {
+                // The end of a burst: the consumer catches up and sleeps
+                // (bounded, so a consumer that never sleeps fails below
+                // rather than hanging here).
                 let t = Instant::now();
-                while t.elapsed() < pause && !d.load(Ordering::Relaxed) {
-                    std::hint::spin_loop();
+                while s.load(Ordering::Acquire) <= i / BURST
+                    && !d.load(Ordering::Relaxed)
+                    && t.elapsed() < Duration::from_secs(60)
+                {
+                    thread::yield_now();
                 }
             }
         }
@@ -103,6 +106,7 @@ fn sleeps_between_busy_stretches_lose_no_wake_up() {
         was_busy |= q.is_busy();
         if got < N && q.prepare_sleep(None) {
             sleeps += 1;
+            slept.store(sleeps, Ordering::Release);
             let t = Instant::now();
             thread::park_timeout(Duration::from_secs(10));
             assert!(
