@@ -407,8 +407,8 @@ fn counts_keep_the_pushes_of_lanes_retired_and_unlinked() {
     assert_eq!(q.counts().accepted, 300);
 }
 
-/// Threads push counted items with tickets on their lanes, and cancel
-/// every other one, and a walker removes every item whose number is a
+/// Threads push counted items with tickets (due now, on their lanes, or
+/// at a time, on the stack), and cancel every other one, and a walker removes every item whose number is a
 /// multiple of three, while the consumer closes and drains. `counts()`,
 /// read right after the drain, before any other thread is joined, is what
 /// the pushes, cancels and removals returned: a push the close turned
@@ -421,25 +421,22 @@ fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Arc;
 
-    // Lanes only: on a target without them every push is on the stack,
-    // whose removals the consumer counts as it meets them (RELIABILITY.md,
-    // "Open findings").
-    if !LANES {
-        return;
-    }
-    // Under Miri: one small round (each push and walk is interpreted);
+    // Under Miri: two small rounds (each push and walk is interpreted);
     // under an emulator (`scripts/cross-test.sh`), ten. Each thread's
     // pushes are bounded, so that a consumer slow to close cannot make the
     // walker's passes long.
     let emulated = std::env::var_os("DELILOOP_TEST_RUNNER").is_some();
     let (threads, rounds, cap, walks) = if cfg!(miri) {
-        (2, 1, 100, 10)
+        (2, 2, 100, 10)
     } else if emulated {
         (3, 10, 20_000, u64::MAX)
     } else {
         (3, 100, 50_000, u64::MAX)
     };
-    for _ in 0..rounds {
+    // Even rounds push due now (on the pushers' lanes where there are
+    // lanes), odd ones at a time (on the stack).
+    for round in 0..rounds {
+        let on_stack = round % 2 == 1;
         let mut q = DeliQueue::with_lanes();
         q.set_counted(1);
         let pushed = Arc::new(AtomicU64::new(0));
@@ -451,7 +448,12 @@ fn after_a_close_and_drain_counts_are_what_the_pushes_returned() {
                     let (mut accepted, mut cancelled) = (0u64, 0u64);
                     let mut tickets = Vec::new();
                     for i in 0..cap {
-                        let opts = Push::due_now(0).flags(1).tag(i);
+                        let opts = if on_stack {
+                            Push::at(0)
+                        } else {
+                            Push::due_now(0)
+                        };
+                        let opts = opts.flags(1).tag(i);
                         match p.push_cancellable(i, opts) {
                             Ok((t, _)) => {
                                 accepted += 1;

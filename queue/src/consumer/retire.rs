@@ -5,7 +5,8 @@
 
 use super::{DeliQueue, Popped};
 use crate::node::{
-    Node, COUNTED, HEAP_DONE, LIST_DONE, PAYLOAD_GONE, QUEUED, REMOVED, RETIRED, TAKEN, TICKET,
+    Node, COUNTED, HEAP_DONE, LIFE_MASK, LIST_DONE, PAYLOAD_GONE, QUEUED, REMOVED, RETIRED, TAKEN,
+    TICKET, WALKED,
 };
 use crate::producer::ItemInfo;
 use crate::sync::Ordering;
@@ -83,12 +84,39 @@ impl<T> DeliQueue<T> {
             Some(popped)
         } else {
             // SAFETY: consumer only.
-            if unsafe { n.local() } & COUNTED != 0 {
+            let local = unsafe { n.local() };
+            if local & COUNTED != 0 {
                 self.tombstones -= 1;
+            }
+            if local & PAYLOAD_GONE == 0 {
+                // Its free-list entry has not been met yet: counted here.
+                self.tally_removal(n);
             }
             self.maybe_retire(node);
             None
         }
+    }
+
+    /// Counts a removal (a ticket's cancel, or a walker's) the first time
+    /// the consumer meets its node: at its free-list entry, or as it leaves
+    /// the heap, whichever comes first. A node's free-list push follows
+    /// its remover's CAS and may not have reached the consumer yet, while
+    /// every swept node leaves the heap by the end of a drain, so after a
+    /// close and its drain every removal of a stack item is counted, with
+    /// no count waiting on a remover still under way.
+    pub(super) fn tally_removal(&mut self, n: &Node<T>) {
+        if n.meta().flags & self.counted == 0 {
+            return;
+        }
+        // The remover's CAS wrote the state before the consumer could meet
+        // the node as removed (the free list's swap, or the failed claim,
+        // read it).
+        let by_walker = n.state.load(Ordering::Relaxed) & LIFE_MASK == WALKED;
+        *if by_walker {
+            &mut self.counts.removed
+        } else {
+            &mut self.counts.cancelled
+        } += 1;
     }
 
     /// Unlinks a swept node from the stack in O(1) through its back link,

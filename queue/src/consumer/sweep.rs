@@ -7,9 +7,7 @@ use std::ptr;
 
 use super::{DeliQueue, COMPACT_MIN, LANE_SLACK};
 use crate::heap::Key;
-use crate::node::{
-    Node, ASYNCHRONOUS, BARRIER, COUNTED, FRONT, HEAP_DONE, LIFE_MASK, RETIRED, SWEPT, WALKED,
-};
+use crate::node::{Node, ASYNCHRONOUS, BARRIER, COUNTED, FRONT, HEAP_DONE, RETIRED, SWEPT};
 use crate::sync::Ordering;
 
 impl<T> DeliQueue<T> {
@@ -207,16 +205,14 @@ impl<T> DeliQueue<T> {
                 // nobody else may take a REMOVED node's payload.
                 unsafe {
                     debug_assert!(n.local() & SWEPT != 0);
-                    if n.meta().flags & self.counted != 0 {
-                        let by_walker = n.state.load(Ordering::Relaxed) & LIFE_MASK == WALKED;
-                        *if by_walker {
-                            &mut self.counts.removed
-                        } else {
-                            &mut self.counts.cancelled
-                        } += 1;
+                    // Met here before its heap entry: counted here (once
+                    // out of the heap it was counted there).
+                    let in_heap = n.local() & HEAP_DONE == 0;
+                    if in_heap {
+                        self.tally_removal(n);
                     }
                     self.to_drop.push(n.take_payload());
-                    if n.local() & HEAP_DONE == 0 {
+                    if in_heap {
                         self.tombstones += 1;
                         n.set_local(COUNTED);
                     }
