@@ -481,7 +481,20 @@ fn a_counted_lane_push_the_close_turns_back_is_not_counted_after_the_drain() {
 /// one short until it counts).
 #[test]
 fn a_walker_racing_a_close_and_its_drain_keeps_the_counts() {
-    loom::model(|| {
+    walker_racing_close_and_drain(|| Push::due_now(0));
+}
+
+/// The model above on the stack: a walker that won the node's CAS but has
+/// not pushed its free-list entry yet is counted all the same, by the
+/// drain that meets the node removed as it leaves the heap (without it,
+/// `removed` reads 0 against the walker's 1).
+#[test]
+fn a_stack_walker_racing_a_close_and_its_drain_keeps_the_counts() {
+    walker_racing_close_and_drain(|| Push::at(0));
+}
+
+fn walker_racing_close_and_drain(push: fn() -> Push) {
+    loom::model(move || {
         let drops = Arc::new(AtomicUsize::new(0));
         let mut q = DeliQueue::with_lanes();
         q.set_counted(1);
@@ -495,13 +508,16 @@ fn a_walker_racing_a_close_and_its_drain_keeps_the_counts() {
             (q, drained, c)
         });
         let walker = thread::spawn(move || w.remove_where(|i| i.tag() == Some(7)));
-        let accepted = match p.push_with(Counted(drops.clone()), Push::due_now(0).flags(1).tag(7)) {
-            Ok(_) => 1,
-            Err(closed) => {
-                drop(closed);
-                0
-            }
-        };
+        // With a ticket, so that a push at a time takes the stack (a lane
+        // takes one without a ticket at its last time).
+        let (accepted, ticket) =
+            match p.push_cancellable(Counted(drops.clone()), push().flags(1).tag(7)) {
+                Ok((ticket, _)) => (1, Some(ticket)),
+                Err(closed) => {
+                    drop(closed);
+                    (0, None)
+                }
+            };
         let (q, drained, c) = consumer.join().unwrap();
         let removed = walker.join().unwrap() as u64;
         assert_eq!(
@@ -512,6 +528,7 @@ fn a_walker_racing_a_close_and_its_drain_keeps_the_counts() {
         assert_eq!(drained + removed, accepted, "drained or removed");
         assert_eq!(q.counts(), c, "the counts stay settled");
         drop(q);
+        drop(ticket);
         assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
     });
 }
