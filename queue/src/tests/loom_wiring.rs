@@ -481,7 +481,7 @@ fn a_counted_lane_push_the_close_turns_back_is_not_counted_after_the_drain() {
 /// one short until it counts).
 #[test]
 fn a_walker_racing_a_close_and_its_drain_keeps_the_counts() {
-    walker_racing_close_and_drain(|| Push::due_now(0));
+    walker_racing_close_and_drain(|| Push::due_now(0), false);
 }
 
 /// The model above on the stack: a walker that won the node's CAS but has
@@ -490,10 +490,12 @@ fn a_walker_racing_a_close_and_its_drain_keeps_the_counts() {
 /// `removed` reads 0 against the walker's 1).
 #[test]
 fn a_stack_walker_racing_a_close_and_its_drain_keeps_the_counts() {
-    walker_racing_close_and_drain(|| Push::at(0));
+    // With a ticket: a lane takes a push at a time without one when the
+    // time is its last.
+    walker_racing_close_and_drain(|| Push::at(0), true);
 }
 
-fn walker_racing_close_and_drain(push: fn() -> Push) {
+fn walker_racing_close_and_drain(push: fn() -> Push, ticketed: bool) {
     loom::model(move || {
         let drops = Arc::new(AtomicUsize::new(0));
         let mut q = DeliQueue::with_lanes();
@@ -508,16 +510,20 @@ fn walker_racing_close_and_drain(push: fn() -> Push) {
             (q, drained, c)
         });
         let walker = thread::spawn(move || w.remove_where(|i| i.tag() == Some(7)));
-        // With a ticket, so that a push at a time takes the stack (a lane
-        // takes one without a ticket at its last time).
-        let (accepted, ticket) =
-            match p.push_cancellable(Counted(drops.clone()), push().flags(1).tag(7)) {
-                Ok((ticket, _)) => (1, Some(ticket)),
-                Err(closed) => {
-                    drop(closed);
-                    (0, None)
-                }
-            };
+        let item = Counted(drops.clone());
+        let opts = push().flags(1).tag(7);
+        let pushed = if ticketed {
+            p.push_cancellable(item, opts).map(|(t, _)| Some(t))
+        } else {
+            p.push_with(item, opts).map(|_| None)
+        };
+        let (accepted, ticket) = match pushed {
+            Ok(ticket) => (1, ticket),
+            Err(closed) => {
+                drop(closed);
+                (0, None)
+            }
+        };
         let (q, drained, c) = consumer.join().unwrap();
         let removed = walker.join().unwrap() as u64;
         assert_eq!(
