@@ -208,7 +208,7 @@ pub struct DeliQueue<T> {
 /// What happened to the items whose user flags intersect the mask given to
 /// [`DeliQueue::set_counted`]: stack items counted by the consumer as it
 /// sweeps them, and their removals as it first meets them removed (no
-/// atomics on that path); lane items counted where they happen (a lane's
+/// shared counter on that path); lane items counted where they happen (a lane's
 /// store at the push, a shared counter at a cancel or a walker's removal),
 /// and from the consumer's own tally once a drain followed the close.
 /// After [`close`](DeliQueue::close) and [`drain`](DeliQueue::drain) the

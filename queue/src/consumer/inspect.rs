@@ -64,7 +64,9 @@ impl<T> DeliQueue<T> {
     }
 
     /// The counts of [`set_counted`](Self::set_counted)'s items: on the
-    /// stack, as of the last sweep; on lanes, `accepted` as pushed (each
+    /// stack, `accepted` as of the last sweep, and each cancel or removal
+    /// from the first time the consumer met its item removed (its
+    /// remover's free-list entry, or its heap entry); on lanes, `accepted` as pushed (each
     /// lane keeps its count: one load per lane here, lanes the consumer
     /// has not read yet included), the cancels and removals as they
     /// happened (two more loads), so `cancelled + removed` never passes

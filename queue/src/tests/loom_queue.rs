@@ -230,17 +230,24 @@ fn two_walkers_across_grace_periods() {
 }
 
 /// `close` + `drain` + drop of the queue race a walker removing everything
-/// and a ticket's cancel: every payload is dropped exactly once.
+/// and a ticket's cancel: every payload is dropped exactly once, and the
+/// counts read right after the drain, before the walker and the canceller
+/// are joined, are what they returned (a removal whose free-list entry has
+/// not reached the consumer is counted as its node leaves the heap).
 #[test]
 fn close_drain_drop_vs_walker_and_cancel() {
     loom::model(|| {
         let drops = Arc::new(AtomicUsize::new(0));
         let mut q = DeliQueue::new();
+        q.set_counted(1);
         let p = q.producer();
         let (ticket, _) = p
-            .push_cancellable(Counted(drops.clone()), Push::at(5))
+            .push_cancellable(Counted(drops.clone()), Push::at(5).flags(1))
             .unwrap();
-        let _ = p.push(Counted(drops.clone()), 5).unwrap();
+        // Without a ticket: the consumer's claim of it may race the walker's.
+        let _ = p
+            .push_with(Counted(drops.clone()), Push::at(5).flags(1))
+            .unwrap();
         let walker = {
             let p = p.clone();
             thread::spawn(move || p.remove_where(|_| true))
@@ -248,10 +255,17 @@ fn close_drain_drop_vs_walker_and_cancel() {
         let canceller = thread::spawn(move || usize::from(ticket.cancel()));
         q.close();
         let drained = q.drain().len();
+        let c = q.counts();
+        assert_eq!((q.heap_len(), q.tombstones()), (0, 0), "the heap is empty");
         drop(q);
         let removed = walker.join().unwrap();
         let cancelled = canceller.join().unwrap();
         assert_eq!(drained + removed + cancelled, 2);
+        assert_eq!(
+            (c.accepted, c.cancelled, c.removed),
+            (2, cancelled as u64, removed as u64),
+            "counted as the cancel and the walker returned"
+        );
         drop(p);
         assert_eq!(drops.load(Ordering::SeqCst), 2, "each payload dropped once");
     });
