@@ -26,7 +26,8 @@
 //!   slot. A passed block goes to the caller (the queue's limbo: walkers
 //!   may stand in it) and, after its grace period, back to the lane's
 //!   producer whole ([`recycle`]): its states reset to EMPTY and the block
-//!   pushed on the lane's `returned` stack with one CAS. The producer
+//!   pushed on the lane's `returned` stack with one CAS (a retired lane's
+//!   blocks go to the queue's pool instead: [`Pool`]). The producer
 //!   takes that stack whole with one `swap`, so no thread ever pops a
 //!   single entry another may be taking (no ABA), and it nulls a reused
 //!   block's `next` (the stack's link) before linking it.
@@ -45,12 +46,11 @@
 //! * **Tickets** ([`Ticket`]): a push may hand out a ticket that removes
 //!   its item with one CAS QUEUED -> REMOVED of the whole word (number
 //!   included), so a ticket held after its block was passed and reused
-//!   matches nothing and cancels nothing. The block may be recycled under
-//!   a live ticket, but not freed: each block counts the tickets pointing
-//!   into it (counted before the publish), and whoever frees a block
-//!   marks it DOOMED with one `fetch_or`; if tickets are left, the last
-//!   ticket's `fetch_sub` frees it instead. A ticket keeps its item's key,
-//!   so it never reads a slot's key that a reuse may be writing.
+//!   matches nothing and cancels nothing. A ticket holds no count: a lane
+//!   block is never freed while its queue lives (a retired lane's blocks
+//!   go to the queue's pool, `pool.rs`, and from there to other lanes),
+//!   and whoever holds a ticket keeps the queue. A ticket keeps its item's
+//!   key, so it never reads a slot's key that a reuse may be writing.
 //!
 //! * **Hints**: an untagged push may carry an address in the tag's place
 //!   (`Push::hint`; for the runtime, a task's header). When the consumer
@@ -67,8 +67,8 @@
 //!
 //! Every CAS on a state compares the whole word, number included.
 //!
-//! The files: `state.rs` (the state word), `block.rs` (slots, blocks and
-//! how a block is freed), `header.rs` (the lane's shared header, and
+//! The files: `state.rs` (the state word), `block.rs` (slots and
+//! blocks), `pool.rs` (the queue's spare blocks), `header.rs` (the lane's shared header, and
 //! `recycle`), `writer.rs` (the push), `reader.rs` (the consumer's reads
 //! and lends), `ticket.rs` and `walk.rs` (removal by a ticket, by a
 //! walker); the unit tests in `tests.rs`, the loom models' handles in
@@ -78,11 +78,11 @@
 //!
 //! | field | written by |
 //! |---|---|
-//! | slot `state` | the producer (publish swap, or store in busy mode; recall CAS), the consumer (claim CAS, DROPPED, reset to EMPTY in `recycle`, LENT set by CAS and cleared by `fetch_and`, the sleep check's and a drain's RMW of +0), a walker or a ticket (QUEUED -> WALKED or REMOVED CAS), the lane's free (swap to DROPPED) |
+//! | slot `state` | the producer (publish swap, or store in busy mode; recall CAS), the consumer (claim CAS, DROPPED, reset to EMPTY in `recycle` and `Pool::put`, LENT set by CAS and cleared by `fetch_and`, the sleep check's and a drain's RMW of +0), a walker or a ticket (QUEUED -> WALKED or REMOVED CAS), the lane's free (swap to DROPPED) |
 //! | slot key (`when`, `tag`) and payload | the producer before publishing; the payload then moved out once (the consumer, the recalling producer, or the lane's last owner) |
 //! | block `flags[i]` | the producer before publishing slot `i`, only when not zero (the state then says HAS_FLAGS; readers read it only then) |
-//! | block `next` | the producer (link swap, null before reuse; the link on `returned` at its thread's exit), the consumer (its sleep check's and a drain's CAS of null onto null; the link on `returned`) |
-//! | block `tickets` | the producer (+1 before a ticketed publish, -1 if the push was refused), tickets (-1 at drop), whoever frees the block (DOOMED) |
+//! | block `next` | the producer (link swap, null before reuse; the link on `returned` at its thread's exit), the consumer (its sleep check's and a drain's CAS of null onto null; the link on `returned` or in the pool) |
+//! | pool `top` | the consumer and the lane's free (CAS), writers (`swap` taking it whole), the queue's drop |
 //! | lane `returned` | the consumer and an exiting producer (CAS), the producer and the lane's free (`swap`) |
 //! | lane `first` | the consumer |
 //! | lane `counted` | its producer only (a store before each counted publish, one less after a recall); read by the consumer |
@@ -100,6 +100,7 @@ macro_rules! check {
 
 mod block;
 mod header;
+mod pool;
 mod reader;
 mod state;
 mod ticket;
@@ -111,10 +112,11 @@ pub mod loom_model;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
+pub(crate) use block::Block;
 #[cfg(all(test, not(loom)))]
 pub(crate) use block::SLOTS;
-pub(crate) use block::{free_block, Block};
 pub(crate) use header::{recycle, Lane};
+pub(crate) use pool::Pool;
 pub(crate) use reader::{lent_payload, unlend, Head, Lent, Reader, Removed};
 pub(crate) use state::{number, CLOSED, MAX_NUMBER};
 pub(crate) use ticket::Ticket;

@@ -274,7 +274,7 @@ where
     if let Some(i) = found {
         return i;
     }
-    let (lane, writer) = Lane::of_class(class);
+    let (lane, writer) = Lane::of_class(class, &owner.home().registry.pool);
     // SAFETY: a new lane; the registry owns it from here.
     unsafe { owner.home().registry.register(lane) };
     let held = Box::new(Held {

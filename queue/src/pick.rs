@@ -447,8 +447,8 @@ mod tests {
 
     /// Two new lanes registered on `reg`: their writers.
     fn two_lanes(reg: &Registry<u64>) -> (Writer<u64>, Writer<u64>) {
-        let (a, wa) = Lane::new();
-        let (b, wb) = Lane::new();
+        let (a, wa) = Lane::new(&reg.pool);
+        let (b, wb) = Lane::new(&reg.pool);
         // SAFETY: new lanes.
         unsafe {
             reg.register(a);
@@ -477,8 +477,8 @@ mod tests {
     fn a_limit_holds_back_a_classs_lanes_from_its_key_on() {
         let reg = Registry::<u64>::new();
         let order = AtomicU64::new(0);
-        let (a, mut sync) = Lane::of_class(0);
-        let (b, mut asynchronous) = Lane::of_class(1);
+        let (a, mut sync) = Lane::of_class(0, &reg.pool);
+        let (b, mut asynchronous) = Lane::of_class(1, &reg.pool);
         // SAFETY: new lanes.
         unsafe {
             reg.register(a);
@@ -507,7 +507,7 @@ mod tests {
     fn a_held_only_lane_does_not_hide_a_lane_registered_since() {
         let reg = Registry::<u64>::new();
         let order = AtomicU64::new(0);
-        let (a, mut sync) = Lane::of_class(0);
+        let (a, mut sync) = Lane::of_class(0, &reg.pool);
         // SAFETY: a new lane.
         unsafe { reg.register(a) };
         push(&mut sync, &order, 1, 5);
@@ -515,7 +515,7 @@ mod tests {
         lanes.adopt(&reg, false);
         let barrier = |class: u8, key: (u64, u64)| class == 1 || key < (4, 0);
         assert!(pick_within(&mut lanes, &reg, drop, &barrier).is_none());
-        let (b, mut asynchronous) = Lane::of_class(1);
+        let (b, mut asynchronous) = Lane::of_class(1, &reg.pool);
         // SAFETY: a new lane.
         unsafe { reg.register(b) };
         push(&mut asynchronous, &order, 2, 6);
@@ -531,7 +531,7 @@ mod tests {
     fn removed_heads_are_stepped_over_and_new_lanes_are_read() {
         let reg = Registry::<u64>::new();
         let order = AtomicU64::new(0);
-        let (a, mut wa) = Lane::new();
+        let (a, mut wa) = Lane::new(&reg.pool);
         // SAFETY: a new lane.
         unsafe { reg.register(a) };
         push(&mut wa, &order, 1, 0); // n 0
@@ -540,7 +540,7 @@ mod tests {
         // A lane registered after the consumer's last look holds an item
         // pushed before item 2 and due before it: the pick finds it (step
         // 2's registry read).
-        let (b, mut wb) = Lane::new();
+        let (b, mut wb) = Lane::new(&reg.pool);
         // SAFETY: a new lane.
         unsafe { reg.register(b) };
         push(&mut wb, &order, 3, 1); // n 1
@@ -569,7 +569,7 @@ mod tests {
         // A lane registered after the adoption, with an item numbered
         // before the one on `a`: step 1 reads `a` (a head) and `c`
         // (EMPTY), step 2 adopts `b` and lowers the candidate to its item.
-        let (b, mut wb) = Lane::new();
+        let (b, mut wb) = Lane::new(&reg.pool);
         // SAFETY: a new lane.
         unsafe { reg.register(b) };
         push(&mut wb, &order, 1, 0); // n 0
@@ -611,7 +611,7 @@ mod tests {
         // what that lane holds), and a lane registered since holds an item
         // due before the running lane's next but one.
         assert_eq!(reg.walk(|m| m.tag == 10), 1);
-        let (c, mut wc) = Lane::new();
+        let (c, mut wc) = Lane::new(&reg.pool);
         // SAFETY: a new lane.
         unsafe { reg.register(c) };
         push(&mut wc, &order, 20, 1); // n 6

@@ -680,9 +680,11 @@ impl<T> Producer<T> {
 pub struct Ticket<T>(Held<T>);
 
 /// What a ticket holds: a stack node (with the queue, to which a removed
-/// or last-released node goes back), or a lane slot (its block's ticket
-/// count keeps the block allocated; `docs/lanes.md`, "Tickets in lanes"),
-/// with the queue, whose count of removed lane items a cancel adds to.
+/// or last-released node goes back), or a lane slot with the queue, whose
+/// `Arc` keeps the slot's block allocated (lane blocks are freed only
+/// with the queue: `docs/lanes.md`, "Tickets in lanes") and whose count
+/// of removed lane items a cancel adds to. Field order: the lane ticket
+/// drops before the `Arc`.
 enum Held<T> {
     Node {
         node: NonNull<Node<T>>,
@@ -763,7 +765,7 @@ impl<T> Ticket<T> {
 
 impl<T> Drop for Held<T> {
     fn drop(&mut self) {
-        // A lane ticket releases its block count in its own drop.
+        // A lane ticket holds no count: dropping it (and the `Arc`) is all.
         let Held::Node { node, shared } = self else {
             return;
         };

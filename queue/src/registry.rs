@@ -21,7 +21,8 @@
 //!   it early).
 //! * **Retiring**: once a lane is abandoned (its writer dropped, at its
 //!   thread's exit) and its head is EMPTY, the consumer ends its reader:
-//!   its last block goes to limbo to be freed, and the header is unlinked
+//!   its last block goes to limbo, then to the queue's block pool
+//!   (`lane/pool.rs`), and the header is unlinked
 //!   (the consumer writes its predecessor's `link`; producers only CAS
 //!   `head`, and the lane is not `seen`, so its predecessor is a lane the
 //!   consumer adopted) and goes to limbo after it. So the registry holds
@@ -34,9 +35,10 @@
 //!   then follow `link` from the head and walk each lane
 //!   ([`lane::walk`]). Everything the consumer unlinks or passes (blocks,
 //!   headers) goes through one limbo on that gate, first in, first out: a
-//!   lane's passed blocks are recycled or freed before its header is
+//!   lane's passed blocks are recycled or pooled before its header is
 //!   freed, so a block's reclaim can still read its lane's status (given
-//!   back if the lane lives, freed if it was retired). One limbo per gate:
+//!   back if the lane lives, to the pool if it was retired; a freed
+//!   header's remaining blocks go to the pool too). One limbo per gate:
 //!   a limbo never starts a grace period while its previous one is
 //!   pending, which is what lets a walker standing on an unlinked header
 //!   follow its stale `link` to a header unlinked after it (`gate.rs`).
@@ -44,9 +46,9 @@
 //!   its own, apart from the stack's.
 //! * **Drop**: the consumer going away hands its limbo to the registry
 //!   (walkers may still be inside); the registry, dropped with the queue's
-//!   shared part when no producer, walker or consumer is left, frees the
-//!   handed-over memory and every linked lane with the payloads still in
-//!   it.
+//!   shared part when no producer, walker, ticket or consumer is left,
+//!   frees the handed-over memory and every linked lane with the payloads
+//!   still in it, and then the pool with every block.
 //!
 //! # Who writes what
 //!
@@ -55,11 +57,12 @@
 //! | registry `head` | producers (register CAS), the consumer (its sleep check's CAS of the value onto itself), the registry's drop (a swap, once nobody else is left) |
 //! | header `link` | its producer before registering; then the consumer only (unlinking the next lane) |
 //! | registry `orphans` | the consumer, once, when it is dropped |
+//! | registry `pool` | the consumer (blocks of retired lanes, freed headers' blocks), writers (taking it whole); see `lane/pool.rs` |
 
 use std::ptr;
 
 use crate::gate::{Gate, Guard};
-use crate::lane::{self, Block, Lane};
+use crate::lane::{self, Block, Lane, Pool};
 use crate::node::Meta;
 use crate::sync::{AtomicPtr, Ordering, UnsafeCell};
 use crate::util::CachePadded;
@@ -74,8 +77,8 @@ pub(crate) use lanes::Lanes;
 
 /// Lane memory waiting out a grace period.
 enum Retired<T> {
-    /// A block the consumer passed: given back to its lane, or freed if the
-    /// lane was retired meanwhile.
+    /// A block the consumer passed: given back to its lane, or to the
+    /// queue's pool if the lane was retired meanwhile.
     Block(*mut Lane<T>, *mut Block<T>),
     /// An unlinked header (its blocks were retired before it).
     Header(*mut Lane<T>),
@@ -83,21 +86,22 @@ enum Retired<T> {
 
 impl<T> Retired<T> {
     /// # Safety
-    /// The entry's grace period is over (or nobody else is left).
-    unsafe fn release(self) {
+    /// The entry's grace period is over (or nobody else is left); `pool`
+    /// is the queue's.
+    unsafe fn release(self, pool: &Pool<T>) {
         match self {
             // SAFETY: a block's header is freed only after the block (the
             // limbo is first in, first out; `orphans` keeps that order).
             Retired::Block(l, b) => unsafe {
                 (*l).check_alive();
                 if (*l).is_retired() {
-                    lane::free_block(b);
+                    pool.put(b);
                 } else {
                     lane::recycle(&*l, b);
                 }
             },
             // SAFETY: unlinked, its blocks retired and released before it.
-            Retired::Header(l) => unsafe { Lane::free(l) },
+            Retired::Header(l) => unsafe { Lane::free(l, pool) },
         }
     }
 }
@@ -108,6 +112,9 @@ pub(crate) struct Registry<T> {
     gate: CachePadded<Gate>,
     /// The consumer's limbo, handed over when it was dropped.
     orphans: UnsafeCell<Vec<Retired<T>>>,
+    /// Lane blocks no lane holds (`lane/pool.rs`); dropped after the
+    /// lanes, which give it their blocks.
+    pub(crate) pool: Pool<T>,
 }
 
 // SAFETY: the registry is shared through atomics; `orphans` is written once
@@ -122,6 +129,7 @@ impl<T> Registry<T> {
             head: CachePadded(AtomicPtr::new(ptr::null_mut())),
             gate: CachePadded(Gate::new()),
             orphans: UnsafeCell::new(Vec::new()),
+            pool: Pool::new(),
         }
     }
 
@@ -204,7 +212,7 @@ impl<T> Drop for Registry<T> {
         });
         for r in orphans {
             // SAFETY: nobody is left to stand in it; first in, first out.
-            unsafe { r.release() };
+            unsafe { r.release(&self.pool) };
         }
         let mut l = self.head.swap(ptr::null_mut(), Ordering::Acquire);
         while !l.is_null() {
@@ -212,18 +220,19 @@ impl<T> Drop for Registry<T> {
             // left to reach them.
             unsafe {
                 let next = (*l).link.load(Ordering::Acquire);
-                Lane::free(l);
+                Lane::free(l, &self.pool);
                 l = next;
             }
         }
     }
 }
 
-/// Releases a batch of limbo whose grace period is over.
-fn release_all<T>(batch: std::vec::Drain<'_, Retired<T>>) {
+/// Releases a batch of limbo whose grace period is over (blocks of
+/// retired lanes to `pool`, the queue's).
+fn release_all<T>(batch: std::vec::Drain<'_, Retired<T>>, pool: &Pool<T>) {
     for r in batch {
         // SAFETY: the grace period is over (`Limbo::reclaim` hands over
         // only such batches).
-        unsafe { r.release() };
+        unsafe { r.release(pool) };
     }
 }

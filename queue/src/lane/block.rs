@@ -1,15 +1,15 @@
 //! A lane's memory: the slot (state word, key and payload), the block of
-//! [`SLOTS`] slots with its flags, link and ticket count, and how a block
-//! is freed: at once, or by the last ticket pointing into it. Under loom,
+//! [`SLOTS`] slots with its flags and link, and how a block is freed (only
+//! by the queue's block pool, `pool.rs`, when the queue goes). Under loom,
 //! freed lane memory is marked dead instead, so a later use fails the
 //! model. The design is in `lane.rs`.
 
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use super::state::{life, DROPPED, EMPTY, HAS_FLAGS, RECALLED, TAKEN};
+use super::state::{EMPTY, HAS_FLAGS};
 use crate::node::Meta;
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering, UnsafeCell};
+use crate::sync::{AtomicPtr, AtomicU64, UnsafeCell};
 
 /// Slots per block.
 pub(crate) const SLOTS: usize = if cfg!(loom) { 2 } else { 64 };
@@ -33,8 +33,6 @@ pub(crate) struct Block<T> {
     /// HAS_FLAGS).
     pub(super) flags: [UnsafeCell<u32>; SLOTS],
     pub(super) next: AtomicPtr<Block<T>>,
-    /// Tickets pointing into the block, and DOOMED once it is to be freed.
-    pub(super) tickets: AtomicUsize,
     #[cfg(loom)]
     pub(super) alive: Alive,
     /// Under loom: read at every liveness check, written at the free, so
@@ -42,10 +40,6 @@ pub(crate) struct Block<T> {
     #[cfg(loom)]
     pub(super) freed: UnsafeCell<()>,
 }
-
-/// A block's `tickets` word: the block is to be freed (by the last ticket,
-/// if any are left).
-pub(super) const DOOMED: usize = 1 << (usize::BITS - 1);
 
 /// Under loom, lane memory (blocks and headers) is never deallocated: it is
 /// marked dead, so a later access or a second free fails the model, and its
@@ -96,7 +90,6 @@ impl<T> Block<T> {
             }),
             flags: std::array::from_fn(|_| UnsafeCell::new(0)),
             next: AtomicPtr::new(ptr::null_mut()),
-            tickets: AtomicUsize::new(0),
             #[cfg(loom)]
             alive: Alive::new(),
             #[cfg(loom)]
@@ -104,29 +97,10 @@ impl<T> Block<T> {
         }))
     }
 
-    /// Frees `b` now, or leaves that to the last ticket still pointing into
-    /// it.
-    ///
-    /// # Safety
-    /// As [`free`](Self::free), except that tickets may still point into
-    /// the block; called once per block.
-    pub(super) unsafe fn release(b: *mut Block<T>) {
-        // SAFETY: as the contract: live until freed below or by a ticket.
-        let was = unsafe {
-            Block::check_alive(b);
-            (*b).tickets.fetch_or(DOOMED, Ordering::AcqRel)
-        };
-        check!(was & DOOMED == 0, "a block released twice");
-        if was == 0 {
-            // SAFETY: no ticket left, and none can be made (the block is
-            // not a writer's any more).
-            unsafe { Block::free(b) };
-        }
-    }
-
     /// # Safety
     /// `b` came from [`Block::new`], no payload is left in it, and nobody
-    /// can reach it any more.
+    /// can reach it any more: no writer, reader or walker, and no ticket
+    /// (a ticket keeps its queue, whose pool frees its blocks).
     pub(super) unsafe fn free(b: *mut Block<T>) {
         #[cfg(not(loom))]
         // SAFETY: as the contract.
@@ -134,10 +108,6 @@ impl<T> Block<T> {
         #[cfg(loom)]
         // SAFETY: under loom the memory stays: `b` is still readable.
         unsafe {
-            check!(
-                (*b).tickets.load(Ordering::Relaxed) & !DOOMED == 0,
-                "a block freed with tickets left"
-            );
             (*b).freed.with_mut(|_| ());
             (*b).alive.kill("block");
         }
@@ -208,24 +178,5 @@ impl<T> Block<T> {
     pub(super) unsafe fn slot<'a>(b: *mut Block<T>, i: usize) -> &'a Slot<T> {
         // SAFETY: as the contract; `i < SLOTS` is checked by the index.
         unsafe { &(*b).slots[i] }
-    }
-}
-
-/// Frees a block the consumer passed (or the last block of an abandoned
-/// lane), once its grace period is over, instead of recycling it.
-///
-/// # Safety
-/// As [`recycle`](super::recycle): no slot holds a payload (each is EMPTY, TAKEN, DROPPED
-/// or RECALLED) and no walker can stand in it.
-pub(crate) unsafe fn free_block<T>(b: *mut Block<T>) {
-    // SAFETY: as the contract.
-    unsafe {
-        for s in &(*b).slots {
-            check!(matches!(
-                life(s.state.load(Ordering::Relaxed)),
-                EMPTY | TAKEN | DROPPED | RECALLED
-            ));
-        }
-        Block::release(b);
     }
 }

@@ -8,6 +8,7 @@ use std::ptr;
 #[cfg(loom)]
 use super::block::Alive;
 use super::block::Block;
+use super::pool::Pool;
 use super::reader::Reader;
 use super::state::{life, DROPPED, EMPTY, QUEUED, RECALLED, REMOVED, TAKEN, WALKED};
 use super::writer::Writer;
@@ -17,7 +18,7 @@ use crate::util::CachePadded;
 /// A lane's producer thread has exited.
 pub(super) const ABANDONED: u8 = 1;
 /// The consumer has read an abandoned lane to its end: blocks it passed
-/// are freed, not given back.
+/// go to the queue's pool, not back to the lane.
 pub(super) const RETIRED: u8 = 2;
 
 /// One lane's shared header.
@@ -51,8 +52,8 @@ impl<T> Lane<T> {
     /// [`of_class`](Self::of_class) for class 0 (sync items): a lane for
     /// the tests and the loom models.
     #[cfg(any(test, loom))]
-    pub(crate) fn new() -> (*mut Lane<T>, Writer<T>) {
-        Lane::of_class(0)
+    pub(crate) fn new(pool: &Pool<T>) -> (*mut Lane<T>, Writer<T>) {
+        Lane::of_class(0, pool)
     }
 
     /// A new lane for items of `class` (the thread-local entry's class: a
@@ -62,9 +63,26 @@ impl<T> Lane<T> {
     /// from `Box::into_raw` (shared with the writer, the reader and
     /// walkers, so never a `Box` again until freed); whoever owns it (the
     /// queue's registry) frees it with [`Lane::free`] once nobody else can
-    /// reach it.
-    pub(crate) fn of_class(class: u8) -> (*mut Lane<T>, Writer<T>) {
-        let first = Block::new();
+    /// reach it. Its blocks come from `pool` while it has any (the
+    /// writer keeps the others it took as spares), then new; `pool`
+    /// outlives the writer and every block goes back to it
+    /// ([`Lane::free`]).
+    pub(crate) fn of_class(class: u8, pool: &Pool<T>) -> (*mut Lane<T>, Writer<T>) {
+        let mut spare = pool.take();
+        #[cfg(all(test, not(loom)))]
+        let made = usize::from(spare.is_null());
+        let first = if spare.is_null() {
+            Block::new()
+        } else {
+            let b = spare;
+            // SAFETY: taken whole from the pool, whose puts released their
+            // links: the chain is ours.
+            unsafe {
+                spare = (*b).next.load(Ordering::Relaxed);
+                (*b).next.store(ptr::null_mut(), Ordering::Relaxed);
+            }
+            b
+        };
         let lane = Box::into_raw(Box::new(Lane {
             returned: CachePadded(AtomicPtr::new(ptr::null_mut())),
             first: AtomicPtr::new(first),
@@ -80,10 +98,11 @@ impl<T> Lane<T> {
             block: first,
             idx: 0,
             last_when: 0,
-            spare: ptr::null_mut(),
+            spare,
+            pool,
             counted: 0,
             #[cfg(all(test, not(loom)))]
-            made: 1,
+            made,
         };
         (lane, writer)
     }
@@ -128,19 +147,18 @@ impl<T> Lane<T> {
         self.status.load(Ordering::Relaxed) == RETIRED
     }
 
-    /// Frees everything the lane still holds, from the consumer's block on
-    /// and on `returned`, dropping the payloads of slots still QUEUED or
-    /// removed but not dropped.
+    /// Frees the lane's header and gives `pool` every block it still
+    /// holds, from the consumer's block on and on `returned`, dropping the
+    /// payloads of slots still QUEUED or removed but not dropped.
     ///
     /// # Safety
-    /// `lane` came from [`Lane::of_class`]; nobody else can reach the lane or
-    /// its blocks (the queue's shared part is being dropped, or the lane
-    /// was retired and unlinked): no writer, reader or walker is left, and
-    /// the blocks the consumer passed are not reachable from `first`. Only
-    /// tickets may still point into blocks: they touch a slot's state and
-    /// their block's count, never a key or payload, and a block they count
-    /// is freed by the last of them.
-    pub(crate) unsafe fn free(lane: *mut Lane<T>) {
+    /// `lane` came from [`Lane::of_class`] with `pool`; nobody else can
+    /// reach the lane or its blocks (the queue's shared part is being
+    /// dropped, or the lane was retired and unlinked): no writer, reader or
+    /// walker is left, and the blocks the consumer passed are not reachable
+    /// from `first`. Only tickets may still point into blocks: they touch a
+    /// slot's state, never a key or payload, and keep the pool.
+    pub(crate) unsafe fn free(lane: *mut Lane<T>, pool: &Pool<T>) {
         // SAFETY: as the contract: the pointer owns the lane again.
         let lane = unsafe { Box::from_raw(lane) };
         let mut b = lane.first.load(Ordering::Acquire);
@@ -149,26 +167,23 @@ impl<T> Lane<T> {
             unsafe {
                 for s in &(*b).slots {
                     // A swap, not a load: a ticket's cancel after it
-                    // matches nothing.
+                    // matches nothing (tickets left at the queue's drop
+                    // are only the unit tests'; the queue's keep it).
                     let w = s.state.swap(DROPPED, Ordering::AcqRel);
                     if matches!(life(w), QUEUED | REMOVED | WALKED) {
                         s.payload.with_mut(|p| (*p).assume_init_drop());
                     }
                 }
                 let next = (*b).next.load(Ordering::Acquire);
-                Block::release(b);
+                pool.put(b);
                 b = next;
             }
         }
-        let mut b = lane.returned.swap(ptr::null_mut(), Ordering::Acquire);
-        while !b.is_null() {
-            // SAFETY: as above; returned blocks hold no payload.
-            unsafe {
-                let next = (*b).next.load(Ordering::Relaxed);
-                Block::release(b);
-                b = next;
-            }
-        }
+        // Returned blocks were reset to EMPTY when recycled (or are an
+        // exited writer's unused spares): one chain.
+        let returned = lane.returned.swap(ptr::null_mut(), Ordering::Acquire);
+        // SAFETY: as above; returned blocks hold no payload.
+        unsafe { pool.put_empty_chain(returned) };
         #[cfg(loom)]
         {
             lane.alive.kill("lane header");

@@ -14,6 +14,8 @@ pub use super::Outcome;
 pub struct ModelLane {
     lane: *mut Lane<Track<u64>>,
     gate: Gate,
+    /// The blocks' pool (boxed: the writer points at it).
+    pool: Box<Pool<Track<u64>>>,
 }
 
 /// A producer's end, movable to its thread.
@@ -36,13 +38,15 @@ unsafe impl Send for ModelReader {}
 
 /// A lane and its writer and reader.
 pub fn lane() -> (loom::sync::Arc<ModelLane>, ModelWriter, ModelReader) {
-    let (lane, w) = Lane::new();
+    let pool = Box::new(Pool::new());
+    let (lane, w) = Lane::new(&pool);
     // SAFETY: the lane lives until the model drops it.
     let r = unsafe { &*lane }.reader();
     (
         loom::sync::Arc::new(ModelLane {
             lane,
             gate: Gate::new(),
+            pool,
         }),
         ModelWriter(w),
         ModelReader {
@@ -165,7 +169,7 @@ impl Drop for ModelLane {
     fn drop(&mut self) {
         // SAFETY: the model drops the lane after its threads, its
         // writer and reader, and after settling limbo.
-        unsafe { Lane::free(self.lane) };
+        unsafe { Lane::free(self.lane, &self.pool) };
     }
 }
 

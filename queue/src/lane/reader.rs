@@ -349,8 +349,9 @@ impl<T> Reader<T> {
 
     /// Ends the reader of an abandoned lane whose head is EMPTY (the lane's
     /// end): walkers no longer start in the lane (`first` is nulled), and
-    /// the reader's block goes to `retire`, to be freed with
-    /// [`free_block`](super::free_block) after its grace period. The reader is done.
+    /// the reader's block goes to `retire`, to be given to the queue's
+    /// pool ([`Pool::put`](super::Pool::put)) after its grace period. The
+    /// reader is done.
     pub(crate) fn retire_current(mut self, mut retire: impl FnMut(*mut Block<T>)) {
         check!(self.lane().is_abandoned());
         check!(matches!(self.head(|_| unreachable!()), Head::Empty));

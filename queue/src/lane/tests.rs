@@ -38,7 +38,8 @@ fn drain_all<T>(r: &mut Reader<T>) -> Vec<(u64, T)> {
 #[test]
 fn items_come_out_in_push_order_across_blocks_and_blocks_are_reused() {
     let order = AtomicU64::new(0);
-    let (lane_ptr, mut w) = Lane::<u64>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<u64>::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     let mut r = lane.reader();
@@ -69,13 +70,14 @@ fn items_come_out_in_push_order_across_blocks_and_blocks_are_reused() {
     assert!(fresh <= 3 + 4, "{fresh} fresh blocks");
     drop(w);
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
 }
 
 #[test]
 fn a_push_after_close_hands_its_item_back() {
     let order = AtomicU64::new(0);
-    let (lane_ptr, mut w) = Lane::<String>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<String>::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     assert!(matches!(
@@ -92,7 +94,7 @@ fn a_push_after_close_hands_its_item_back() {
     assert_eq!(got.into_iter().map(|(_, s)| s).collect::<Vec<_>>(), ["a"]);
     drop((w, r));
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
 }
 
 #[test]
@@ -105,7 +107,8 @@ fn walkers_remove_and_the_reader_drops_the_payload() {
     }
     let drops = Arc::new(StdUsize::new(0));
     let order = AtomicU64::new(0);
-    let (lane_ptr, mut w) = Lane::<D>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<D>::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     for i in 0..(SLOTS as u64 + 3) {
@@ -131,7 +134,7 @@ fn walkers_remove_and_the_reader_drops_the_payload() {
     );
     drop((w, r));
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
     assert_eq!(drops.load(Ordering::Relaxed), SLOTS + 3);
 }
 
@@ -145,7 +148,8 @@ fn freeing_a_lane_drops_what_was_never_taken() {
         }
     }
     let order = AtomicU64::new(0);
-    let (lane_ptr, mut w) = Lane::<D>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<D>::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     for _ in 0..(SLOTS * 2 + 5) {
@@ -169,7 +173,7 @@ fn freeing_a_lane_drops_what_was_never_taken() {
     assert_eq!(drops.load(Ordering::Relaxed), 4);
     drop((w, r));
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
     assert_eq!(
         drops.load(Ordering::Relaxed),
         SLOTS * 2 + 5,
@@ -179,7 +183,8 @@ fn freeing_a_lane_drops_what_was_never_taken() {
 
 #[test]
 fn a_key_comes_back_whole_with_or_without_flags() {
-    let (lane_ptr, mut w) = Lane::<u8>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<u8>::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     let order = AtomicU64::new(0);
@@ -230,12 +235,13 @@ fn a_key_comes_back_whole_with_or_without_flags() {
     }
     drop(w);
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
 }
 
 #[test]
 fn routing_keeps_a_lane_in_when_order() {
-    let (lane_ptr, mut w) = Lane::<u8>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<u8>::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     let order = AtomicU64::new(0);
@@ -253,7 +259,7 @@ fn routing_keeps_a_lane_in_when_order() {
     drop(drain_all(&mut r));
     drop((w, r));
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
 }
 
 /// A payload that counts its drops.
@@ -269,7 +275,8 @@ impl Drop for Dropped {
 #[test]
 fn a_ticket_removes_its_item_once_and_nothing_after_a_take() {
     let drops = Arc::new(StdUsize::new(0));
-    let (lane_ptr, mut w) = Lane::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     let order = AtomicU64::new(0);
@@ -300,7 +307,7 @@ fn a_ticket_removes_its_item_once_and_nothing_after_a_take() {
     drop(got);
     drop((a, b, w, r));
     // SAFETY: nothing else holds the lane (the tickets are gone).
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
     assert_eq!(drops.load(Ordering::Relaxed), 2);
 }
 
@@ -308,7 +315,8 @@ fn a_ticket_removes_its_item_once_and_nothing_after_a_take() {
 /// removed it: its ticket or a walker.
 #[test]
 fn a_step_over_says_who_removed_the_item() {
-    let (lane_ptr, mut w) = Lane::<u64>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<u64>::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     let order = AtomicU64::new(0);
@@ -339,14 +347,15 @@ fn a_step_over_says_who_removed_the_item() {
     assert_eq!(seen, [(10, false), (20, true)]);
     drop((t, w, r));
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
 }
 
 /// A ticket held while its block is passed, recycled and written
 /// again matches nothing: its cancel fails and the new item comes out.
 #[test]
 fn a_ticket_held_across_a_recycle_cancels_nothing() {
-    let (lane_ptr, mut w) = Lane::<u64>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<u64>::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     let order = AtomicU64::new(0);
@@ -370,18 +379,21 @@ fn a_ticket_held_across_a_recycle_cancels_nothing() {
     assert_eq!(got, (200..200 + SLOTS as u64 * 2).collect::<Vec<_>>());
     drop((t, w, r));
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
 }
 
 /// Tickets may outlive their lane: the blocks they point into (one the
-/// consumer passed, given back on `returned`; one still read) are freed
-/// by the last ticket's drop, not before (Miri: no use after free, no
-/// leak), and a cancel after the lane's free removes nothing (the
-/// lane's free dropped the pending payload, once).
+/// consumer passed, given back on `returned`; one still read) go to the
+/// queue's pool, not to the allocator, so a cancel after the lane's free
+/// reads live memory (Miri: no use after free) and removes nothing (the
+/// lane's free dropped the pending payload, once); a new lane takes the
+/// blocks from the pool and writes them, and the tickets still remove
+/// nothing of its items.
 #[test]
-fn tickets_that_outlive_their_lane_free_its_blocks() {
+fn tickets_that_outlive_their_lane_point_into_the_pool() {
     let drops = Arc::new(StdUsize::new(0));
-    let (lane_ptr, mut w) = Lane::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::new(&pool);
     // SAFETY: freed below; the tickets do not touch the header.
     let lane = unsafe { &*lane_ptr };
     let order = AtomicU64::new(0);
@@ -413,7 +425,7 @@ fn tickets_that_outlive_their_lane_free_its_blocks() {
     assert_eq!(drops.load(Ordering::Relaxed), SLOTS);
     drop((w, r));
     // SAFETY: no writer or reader is left; tickets may stay.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
     assert_eq!(
         drops.load(Ordering::Relaxed),
         SLOTS + 1,
@@ -424,16 +436,31 @@ fn tickets_that_outlive_their_lane_free_its_blocks() {
         "nothing left to remove"
     );
     assert!(!passed.is_pending() && !passed.cancel());
-    drop((passed, pending));
-    assert_eq!(drops.load(Ordering::Relaxed), SLOTS + 1);
+    // A new lane writes the pooled blocks (numbers go on from `order`).
+    let (lane2, mut w2) = Lane::new(&pool);
+    assert_eq!(w2.blocks_made(), 0, "its first block came from the pool");
+    for v in 0..SLOTS as u64 * 2 {
+        let _ = w2.push(&order, item(100 + v), meta(0, 0));
+    }
+    assert_eq!(w2.blocks_made(), 0, "and its second");
+    assert!(!pending.cancel() && !passed.cancel(), "not the new items");
+    // SAFETY: as above.
+    let mut r2 = unsafe { &*lane2 }.reader();
+    assert_eq!(drain_all(&mut r2).len(), SLOTS * 2, "none removed");
+    drop((passed, pending, w2, r2));
+    // SAFETY: as above.
+    unsafe { Lane::free(lane2, &pool) };
+    assert_eq!(drops.load(Ordering::Relaxed), SLOTS * 3 + 1);
 }
 
 /// A ticket whose block is in the writer's spare chain when its thread
-/// exits: the block goes back on `returned` and the lane's free leaves
-/// it to the ticket (Miri: no use after free, no leak).
+/// exits: the writer's drop gives the block to the pool, where the ticket
+/// still reads it (Miri: no use after free; the pool frees it when
+/// dropped, no leak).
 #[test]
 fn a_ticket_into_a_spare_block_at_thread_exit() {
-    let (lane_ptr, mut w) = Lane::<u64>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<u64>::new(&pool);
     // SAFETY: freed below; the ticket does not touch the header.
     let lane = unsafe { &*lane_ptr };
     let order = AtomicU64::new(0);
@@ -457,16 +484,15 @@ fn a_ticket_into_a_spare_block_at_thread_exit() {
     drop(drain_all(&mut r));
     drop((w, r));
     // SAFETY: no writer or reader is left; the ticket may stay.
-    unsafe { Lane::free(lane_ptr) };
-    assert!(!t.is_pending());
-    drop(t);
+    unsafe { Lane::free(lane_ptr, &pool) };
+    assert!(!t.is_pending() && !t.cancel());
 }
 
-/// A push refused by a close hands no ticket out, and its count does
-/// not keep the block: the lane frees it at once.
+/// A push refused by a close hands no ticket out and gives its item back.
 #[test]
 fn a_refused_ticketed_push_gives_its_item_back() {
-    let (lane_ptr, mut w) = Lane::<u64>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<u64>::new(&pool);
     let order = AtomicU64::new(CLOSED);
     assert_eq!(
         w.push_with_ticket(&order, 5, meta(0, 0), false).err(),
@@ -474,14 +500,15 @@ fn a_refused_ticketed_push_gives_its_item_back() {
     );
     drop(w);
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
 }
 
 /// A slot reused after holding flags reads its new push's zero flags,
 /// not the old ones (they are read only when the state says so).
 #[test]
 fn a_reused_slot_does_not_keep_old_flags() {
-    let (lane_ptr, mut w) = Lane::<u64>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<u64>::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     let order = AtomicU64::new(0);
@@ -515,14 +542,15 @@ fn a_reused_slot_does_not_keep_old_flags() {
     assert_eq!(seen, SLOTS * 2);
     drop(w);
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
 }
 
 /// The last number a state word can hold is accepted and comes out
 /// whole; the next push is refused with its item.
 #[test]
 fn numbers_stop_below_the_state_words_limit() {
-    let (lane_ptr, mut w) = Lane::<u64>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<u64>::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     let order = AtomicU64::new(MAX_NUMBER - 2);
@@ -538,7 +566,7 @@ fn numbers_stop_below_the_state_words_limit() {
     assert_eq!(got, [(MAX_NUMBER - 2, 1), (MAX_NUMBER - 1, 2)]);
     drop((w, r));
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
 }
 
 /// Blocks come back one at a time, so `returned` holds B1 -> B0 and a
@@ -548,7 +576,8 @@ fn numbers_stop_below_the_state_words_limit() {
 #[test]
 fn a_reused_block_does_not_lead_the_reader_into_a_spare() {
     let order = AtomicU64::new(0);
-    let (lane_ptr, mut w) = Lane::<u64>::new();
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<u64>::new(&pool);
     // SAFETY: freed at the end of the test.
     let lane = unsafe { &*lane_ptr };
     let mut r = lane.reader();
@@ -569,5 +598,61 @@ fn a_reused_block_does_not_lead_the_reader_into_a_spare() {
     assert_eq!(got, [7]);
     drop(w);
     // SAFETY: nothing else holds the lane.
-    unsafe { Lane::free(lane_ptr) };
+    unsafe { Lane::free(lane_ptr, &pool) };
+}
+
+/// How many blocks a chain linked through `next` holds.
+fn chain_len<T>(mut b: *mut Block<T>) -> usize {
+    let mut n = 0;
+    while !b.is_null() {
+        n += 1;
+        // SAFETY: the test's own chain of live blocks.
+        b = unsafe { (*b).next.load(Ordering::Relaxed) };
+    }
+    n
+}
+
+/// A take keeps at most `TAKE` blocks and leaves the rest in the pool, so
+/// a lane that needs one block does not hoard a retired lane's backlog;
+/// an exiting writer's spares go to the pool at once.
+#[test]
+fn a_take_from_the_pool_keeps_at_most_take_blocks() {
+    let pool = Pool::new();
+    let (lane_ptr, mut w) = Lane::<u64>::new(&pool);
+    // SAFETY: freed below.
+    let lane = unsafe { &*lane_ptr };
+    let order = AtomicU64::new(0);
+    let mut r = lane.reader();
+    for v in 0..SLOTS as u64 * 10 {
+        let _ = w.push(&order, v, meta(0, 0));
+    }
+    assert_eq!(w.blocks_made(), 10);
+    assert_eq!(drain_all(&mut r).len(), SLOTS * 10);
+    drop((w, r));
+    // SAFETY: no writer or reader is left.
+    unsafe { Lane::free(lane_ptr, &pool) };
+    let taken = pool.take();
+    assert_eq!(chain_len(taken), pool::TAKE);
+    let rest = pool.take();
+    assert_eq!(chain_len(rest), pool::TAKE, "the rest stayed in the pool");
+    // SAFETY: the taken chains are ours, EMPTY (just pooled).
+    unsafe {
+        pool.put_empty_chain(taken);
+        pool.put_empty_chain(rest);
+    }
+    let (lane2, w2) = Lane::<u64>::new(&pool);
+    assert_eq!(w2.blocks_made(), 0);
+    assert_eq!(
+        chain_len(w2.spare),
+        pool::TAKE - 1,
+        "spares, the first in use"
+    );
+    drop(w2);
+    let back = pool.take();
+    assert_eq!(chain_len(back), pool::TAKE, "the spares came back");
+    // SAFETY: as above.
+    unsafe {
+        pool.put_empty_chain(back);
+        Lane::free(lane2, &pool);
+    }
 }

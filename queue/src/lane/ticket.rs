@@ -1,17 +1,17 @@
 //! A lane item's ticket ([`Ticket`]): the handle that removes the item
-//! with one CAS of its whole state word, and keeps its block allocated
-//! (not unchanged) while it lives. The design is in `lane.rs`.
+//! with one CAS of its whole state word. The design is in `lane.rs`.
 
-use super::block::{Block, Slot, DOOMED};
+use super::block::{Block, Slot};
 use super::state::{number, LENT, LIFE, REMOVED};
 use crate::node::Meta;
 use crate::sync::Ordering;
 
 /// A handle that removes one lane item: a CAS of its whole state word
 /// (number included), so once the item was taken, or its slot reused, it
-/// matches nothing. It keeps its block allocated, not unchanged: the
-/// block may be recycled under it, never freed (the block's ticket count;
-/// the last ticket frees a block released meanwhile).
+/// matches nothing. It holds no count: its block may be recycled under
+/// it, in its lane or another (`pool.rs`), and is freed only with its
+/// queue, which whoever holds the ticket keeps (the producer's ticket
+/// holds the queue's `Arc`).
 pub(crate) struct Ticket<T> {
     pub(super) block: *mut Block<T>,
     pub(super) idx: usize,
@@ -19,15 +19,16 @@ pub(crate) struct Ticket<T> {
     pub(super) meta: Meta,
 }
 
-// SAFETY: a ticket touches its slot only through the state atomic, and its
-// block through the count; the payload it may remove goes to the consumer.
+// SAFETY: a ticket touches its slot only through the state atomic; the
+// payload it may remove goes to the consumer.
 unsafe impl<T: Send> Send for Ticket<T> {}
 // SAFETY: as above: every method takes `&self` and uses atomics only.
 unsafe impl<T: Send> Sync for Ticket<T> {}
 
 impl<T> Ticket<T> {
     fn slot(&self) -> &Slot<T> {
-        // SAFETY: the ticket's count keeps the block allocated.
+        // SAFETY: the block lives as long as the queue, which the ticket's
+        // holder keeps (see the type's docs).
         unsafe {
             Block::check_alive(self.block);
             Block::slot(self.block, self.idx)
@@ -69,22 +70,6 @@ impl<T> Ticket<T> {
     /// The item's push number.
     pub(crate) fn number(&self) -> u64 {
         number(self.word)
-    }
-}
-
-impl<T> Drop for Ticket<T> {
-    fn drop(&mut self) {
-        // SAFETY: the count keeps the block allocated until this RMW.
-        let was = unsafe {
-            Block::check_alive(self.block);
-            (*self.block).tickets.fetch_sub(1, Ordering::AcqRel)
-        };
-        check!(was & !DOOMED != 0, "a ticket count below zero");
-        if was == DOOMED | 1 {
-            // SAFETY: released while this ticket held it, and this was the
-            // last ticket: nobody else can reach the block.
-            unsafe { Block::free(self.block) };
-        }
     }
 }
 

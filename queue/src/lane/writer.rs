@@ -4,8 +4,9 @@
 
 use std::ptr;
 
-use super::block::{Block, Slot, DOOMED, SLOTS};
-use super::header::{push_blocks, Lane, ABANDONED};
+use super::block::{Block, Slot, SLOTS};
+use super::header::{Lane, ABANDONED};
+use super::pool::Pool;
 use super::state::{number, CLOSED, EMPTY, LENT, LIFE, MAX_NUMBER, QUEUED, RECALLED, SHIFT};
 use super::ticket::Ticket;
 use crate::busy::{self, BUSY};
@@ -21,17 +22,20 @@ pub enum Outcome<T> {
     Refused(T),
 }
 
-/// A producer thread's end of its lane. It points at its lane without a
-/// lifetime: whoever holds it (the thread-local entry) drops it before
-/// anything that may free the lane (the `Arc` of the queue's shared part,
-/// whose drop frees every lane).
+/// A producer thread's end of its lane. It points at its lane and its
+/// queue's block pool without a lifetime: whoever holds it (the
+/// thread-local entry) drops it before anything that may free them (the
+/// `Arc` of the queue's shared part, whose drop frees every lane and the
+/// pool).
 pub(crate) struct Writer<T> {
     pub(super) lane: *const Lane<T>,
     pub(super) block: *mut Block<T>,
     pub(super) idx: usize,
     pub(super) last_when: u64,
-    /// Blocks taken from `returned`, linked through `next`.
+    /// Blocks taken from `returned` or the pool, linked through `next`.
     pub(super) spare: *mut Block<T>,
+    /// The queue's spare blocks (`pool.rs`).
+    pub(super) pool: *const Pool<T>,
     /// The lane's `counted`, as this writer last stored it.
     pub(super) counted: u64,
     /// Blocks this writer allocated (tests only).
@@ -176,14 +180,6 @@ impl<T> Writer<T> {
             self.next_block();
         }
         let (block, idx) = (self.block, self.idx);
-        // Counted before the publish: every release of the block comes
-        // after the consumer acquired the publish (which releases this),
-        // or after this writer's next link swap, its thread's exit mark or
-        // the drop of the queue's last `Arc`, all Release and all later
-        // than this, so the count is seen by whoever frees the block.
-        // SAFETY: the writer's block is live.
-        let was = unsafe { (*block).tickets.fetch_add(1, Ordering::Relaxed) };
-        check!(was & DOOMED == 0, "a ticket into a released block");
         match self.push_counted(order, item, meta, counted) {
             Outcome::Accepted(n) => {
                 // The word it published: the slot keeps its number and
@@ -202,12 +198,7 @@ impl<T> Writer<T> {
                     meta,
                 })
             }
-            Outcome::Refused(item) => {
-                // SAFETY: still the writer's block: nobody frees it.
-                let was = unsafe { (*block).tickets.fetch_sub(1, Ordering::Relaxed) };
-                check!(was & !DOOMED != 0);
-                Err(item)
-            }
+            Outcome::Refused(item) => Err(item),
         }
     }
 
@@ -229,13 +220,18 @@ impl<T> Writer<T> {
         }
     }
 
-    /// Moves to a fresh block: one from `returned` if any, else a new one.
+    /// Moves to a fresh block: a spare, else one from `returned`, else
+    /// from the queue's pool, else a new one.
     #[cold]
     fn next_block(&mut self) {
         // SAFETY: the lane outlives its writer (the registry owns it).
         let lane = unsafe { &*self.lane };
         if self.spare.is_null() {
             self.spare = lane.returned.swap(ptr::null_mut(), Ordering::Acquire);
+        }
+        if self.spare.is_null() {
+            // SAFETY: the pool outlives the writer (it is the queue's).
+            self.spare = unsafe { &*self.pool }.take();
         }
         let b = if self.spare.is_null() {
             #[cfg(all(test, not(loom)))]
@@ -246,7 +242,7 @@ impl<T> Writer<T> {
         } else {
             let b = self.spare;
             // SAFETY: spare blocks are this writer's (taken whole from
-            // `returned`, whose pushes released their links).
+            // `returned` or the pool, whose pushes released their links).
             unsafe {
                 Block::check_alive(b);
                 self.spare = (*b).next.load(Ordering::Relaxed);
@@ -266,26 +262,17 @@ impl<T> Writer<T> {
 }
 
 impl<T> Drop for Writer<T> {
-    /// The producer thread is done with its lane: its spare blocks go back
-    /// on `returned` (the lane's last owner frees them), and the lane is
-    /// marked abandoned, after every publish (Release).
+    /// The producer thread is done with its lane: its spare blocks go to
+    /// the queue's pool, and the lane is marked abandoned, after every
+    /// publish (Release).
     fn drop(&mut self) {
         // SAFETY: the lane outlives its writer.
         let lane = unsafe { &*self.lane };
-        if !self.spare.is_null() {
-            let mut last = self.spare;
-            // SAFETY: the spare chain is this writer's.
-            unsafe {
-                loop {
-                    let next = (*last).next.load(Ordering::Relaxed);
-                    if next.is_null() {
-                        break;
-                    }
-                    last = next;
-                }
-                push_blocks(&lane.returned, self.spare, last);
-            }
-        }
+        // SAFETY: spare blocks are this writer's, EMPTY (recycled or
+        // pooled, never written since), off the lane's chain (no walker
+        // reaches them); the pool outlives the writer.
+        unsafe { (*self.pool).put_empty_chain(self.spare) };
+        self.spare = ptr::null_mut();
         lane.status.store(ABANDONED, Ordering::Release);
     }
 }

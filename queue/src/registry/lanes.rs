@@ -254,7 +254,7 @@ impl<T> Lanes<T> {
         let limbo = &mut self.limbo;
         let retire = |b| {
             limbo.push(Retired::Block(lane, b));
-            limbo.reclaim(&reg.gate, release_all);
+            limbo.reclaim(&reg.gate, |b| release_all(b, &reg.pool));
         };
         Some(if latest {
             reader.head_latest(retire)
@@ -409,8 +409,9 @@ impl<T> Lanes<T> {
     }
 
     /// Retires abandoned lanes read to their end, unlinks retired headers
-    /// (all but `seen`), and frees or gives back what no walker can hold
-    /// any more. Never waits.
+    /// (all but `seen`), and frees headers and gives blocks back (to their
+    /// lane or the queue's pool) that no walker can hold any more. Never
+    /// waits.
     pub(crate) fn maintain(&mut self, reg: &Registry<T>) {
         if self.list.is_empty() && self.limbo.len() == 0 {
             return;
@@ -464,7 +465,7 @@ impl<T> Lanes<T> {
         }
         self.check_chain();
         if self.limbo.len() > 0 {
-            self.limbo.reclaim(&reg.gate, release_all);
+            self.limbo.reclaim(&reg.gate, |b| release_all(b, &reg.pool));
         }
     }
 

@@ -19,18 +19,23 @@ pub struct ModelProducer(Writer<Track<u64>>);
 /// The consumer's lanes.
 pub struct ModelConsumer(Lanes<Track<u64>>);
 
-/// A ticket for one lane item (`lane::Ticket`).
-pub struct ModelTicket(lane::Ticket<Track<u64>>);
+/// A ticket for one lane item (`lane::Ticket`), with the queue it keeps
+/// (as the producer's ticket keeps the queue's `Arc`: its block lives as
+/// long as the queue).
+pub struct ModelTicket {
+    ticket: lane::Ticket<Track<u64>>,
+    _queue: loom::sync::Arc<ModelQueue>,
+}
 
 impl ModelTicket {
     /// Removes the item; whether this call did.
     pub fn cancel(&self) -> bool {
-        self.0.cancel()
+        self.ticket.cancel()
     }
 
     /// Whether the item is still queued.
     pub fn is_pending(&self) -> bool {
-        self.0.is_pending()
+        self.ticket.is_pending()
     }
 }
 
@@ -54,7 +59,7 @@ impl ModelQueue {
 
     /// A new producer thread's lane, registered.
     pub fn join(&self) -> ModelProducer {
-        let (l, w) = Lane::new();
+        let (l, w) = Lane::new(&self.reg.pool);
         // SAFETY: a new lane.
         unsafe { self.reg.register(l) };
         ModelProducer(w)
@@ -63,6 +68,11 @@ impl ModelQueue {
     /// Closes the queue's lanes: pushes from now on are handed back.
     pub fn close(&self) {
         self.order.fetch_or(lane::CLOSED, Ordering::AcqRel);
+    }
+
+    /// Whether the queue's block pool is empty.
+    pub fn pool_is_empty(&self) -> bool {
+        self.reg.pool.is_empty()
     }
 
     /// Removes the items tagged `tag` (the value's parity); how many.
@@ -84,7 +94,11 @@ impl ModelProducer {
     }
 
     /// Pushes `v` due at 0 with a ticket; `None` if refused.
-    pub fn push_with_ticket(&mut self, q: &ModelQueue, v: u64) -> Option<ModelTicket> {
+    pub fn push_with_ticket(
+        &mut self,
+        q: &loom::sync::Arc<ModelQueue>,
+        v: u64,
+    ) -> Option<ModelTicket> {
         let meta = Meta {
             when: 0,
             tag: v % 2,
@@ -93,7 +107,10 @@ impl ModelProducer {
         self.0
             .push_with_ticket(&q.order, Track::new(v), meta, false)
             .ok()
-            .map(ModelTicket)
+            .map(|ticket| ModelTicket {
+                ticket,
+                _queue: q.clone(),
+            })
     }
 
     /// Pushes `v` due at `when` (at or after this lane's last `when`).

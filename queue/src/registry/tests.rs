@@ -44,13 +44,13 @@ fn lanes_are_adopted_read_retired_and_unlinked() {
     let reg = Registry::<u64>::new();
     let order = AtomicU64::new(0);
     let mut lanes = Lanes::new();
-    let (a, mut wa) = Lane::new();
+    let (a, mut wa) = Lane::new(&reg.pool);
     // SAFETY: a new lane.
     unsafe { reg.register(a) };
     for v in 0..(lane::SLOTS as u64 + 2) {
         let _ = wa.push(&order, v, meta(0));
     }
-    let (b, mut wb) = Lane::new();
+    let (b, mut wb) = Lane::new(&reg.pool);
     // SAFETY: a new lane.
     unsafe { reg.register(b) };
     let _ = wb.push(&order, 100, meta(0));
@@ -74,7 +74,7 @@ fn lanes_are_adopted_read_retired_and_unlinked() {
     lanes.maintain(&reg);
     assert_eq!((lanes.len(), lanes.slots()), (0, 1));
     // A new thread's lane: `b` is no longer `seen` and goes.
-    let (c, mut wc) = Lane::new();
+    let (c, mut wc) = Lane::new(&reg.pool);
     // SAFETY: a new lane.
     unsafe { reg.register(c) };
     let _ = wc.push(&order, 7, meta(0));
@@ -94,7 +94,7 @@ fn unlinking_lanes_that_are_not_neighbours_keeps_the_chain() {
     let mut lanes = Lanes::new();
     let mut made = Vec::new();
     for _ in 0..5 {
-        let (l, w) = Lane::new();
+        let (l, w) = Lane::new(&reg.pool);
         // SAFETY: a new lane.
         unsafe { reg.register(l) };
         made.push((l, Some(w)));
@@ -134,8 +134,8 @@ fn the_consumer_sees_what_every_lane_holds() {
     let reg = Registry::<u64>::new();
     let order = AtomicU64::new(0);
     let mut lanes = Lanes::new();
-    let (a, mut wa) = Lane::of_class(0);
-    let (b, mut wb) = Lane::of_class(1);
+    let (a, mut wa) = Lane::of_class(0, &reg.pool);
+    let (b, mut wb) = Lane::of_class(1, &reg.pool);
     // SAFETY: new lanes.
     unsafe {
         reg.register(a);
@@ -184,7 +184,7 @@ fn a_drain_takes_what_every_lane_holds() {
     let mut lanes = Lanes::new();
     let mut writers = Vec::new();
     for t in 0..2u64 {
-        let (l, mut w) = Lane::new();
+        let (l, mut w) = Lane::new(&reg.pool);
         // SAFETY: a new lane.
         unsafe { reg.register(l) };
         for v in 0..(lane::SLOTS as u64 + 3) {
@@ -228,7 +228,7 @@ fn passed_blocks_go_back_without_waiting_for_maintain() {
     let reg = Registry::<u64>::new();
     let order = AtomicU64::new(0);
     let mut lanes = Lanes::new();
-    let (l, mut w) = Lane::new();
+    let (l, mut w) = Lane::new(&reg.pool);
     // SAFETY: a new lane.
     unsafe { reg.register(l) };
     lanes.adopt(&reg, false);
@@ -254,7 +254,7 @@ fn walkers_stand_in_lanes_the_consumer_retires() {
     let mut lanes = Lanes::new();
     let mut writers = Vec::new();
     for t in 0..3u64 {
-        let (l, mut w) = Lane::new();
+        let (l, mut w) = Lane::new(&reg.pool);
         // SAFETY: a new lane.
         unsafe { reg.register(l) };
         for v in 0..(lane::SLOTS as u64 * 2) {
@@ -288,7 +288,7 @@ fn a_dropped_queue_frees_lanes_and_the_payloads_left() {
     let reg = Registry::<D>::new();
     let order = AtomicU64::new(0);
     let mut lanes = Lanes::new();
-    let (l, mut w) = Lane::new();
+    let (l, mut w) = Lane::new(&reg.pool);
     // SAFETY: a new lane.
     unsafe { reg.register(l) };
     for v in 0..(lane::SLOTS as u64 * 3) {

@@ -376,9 +376,10 @@ fn the_queue_goes_away_with_a_lane_live_and_a_push_in_flight() {
 /// ticket and drops it, while the consumer takes or steps over the items,
 /// passes the ticket's block, retires the exited lane and unlinks its
 /// header (a newer lane is live): the item is removed (cancel true) or
-/// taken (cancel false), never both; the ticket's block is freed once,
-/// by whoever is last, the consumer's release or the ticket's drop (loom's
-/// lifetime tokens fail a use after free, a double free or a leak).
+/// taken (cancel false), never both; the ticket's block goes to the
+/// queue's pool, and the ticket's reads of it are all before the pool's
+/// free, at the queue's end (loom's lifetime tokens fail a use after free,
+/// a double free or a leak).
 #[test]
 fn a_ticket_races_the_consumer_and_outlives_its_lane() {
     loom::model(|| {
@@ -419,9 +420,9 @@ fn a_ticket_races_the_consumer_and_outlives_its_lane() {
 }
 
 /// The ticketed item is the last its thread pushes, so its slot is in the
-/// block the consumer frees when it retires the lane: that free races the
-/// ticket's cancel and drop (the count may be one when the block is
-/// released).
+/// block the consumer gives to the pool when it retires the lane: that
+/// races the ticket's cancel (a reset of the slot's state to EMPTY
+/// against a CAS of the whole word).
 #[test]
 fn a_ticket_into_the_last_block_of_a_retiring_lane() {
     loom::model(|| {
@@ -454,15 +455,16 @@ fn a_ticket_into_the_last_block_of_a_retiring_lane() {
     });
 }
 
-/// A ticket cancels and is dropped on one thread while the queue goes
-/// away on another with the item never read: the lane's free (a swap of
-/// each slot's state) and the cancel see each other, so the payload is
-/// dropped once (loom-tracked) and the block freed once, by whoever is
-/// last.
+/// A ticket cancels and is dropped on one thread while the queue's other
+/// owner drops it on another with the item never read: whichever drops
+/// the queue last frees it, so the lane's free (a swap of each slot's
+/// state) comes after the cancel, the payload is dropped once
+/// (loom-tracked), and the pool frees the block once, after the
+/// ticket's last read of it.
 #[test]
 fn a_ticket_cancels_while_the_queue_goes_away() {
     loom::model(|| {
-        let q = ModelQueue::new();
+        let q = Arc::new(ModelQueue::new());
         let mut p = q.join();
         let t = p.push_with_ticket(&q, 1).expect("open");
         drop(p);
@@ -474,6 +476,54 @@ fn a_ticket_cancels_while_the_queue_goes_away() {
         c.finish(&q);
         drop(q);
         t1.join().unwrap();
+    });
+}
+
+/// A ticket outlives its lane: the consumer takes (or steps over) the
+/// ticketed item, retires the exited lane and gives its block to the
+/// pool; a new producer thread's lane takes that block and writes two
+/// items into it, the first in the ticket's slot, while a third thread
+/// cancels with the ticket. The cancel removes its own item or nothing,
+/// never an item of the new lane, and the new lane's items arrive once,
+/// in order. It fails with a causality violation on the slot's payload
+/// cell if the pool's take does not acquire its puts (the consumer moved
+/// the old payload out before the new writer writes the cell).
+#[test]
+fn a_ticket_into_a_pooled_block_removes_nothing_of_the_next_lane() {
+    loom::model(|| {
+        let q = Arc::new(ModelQueue::new());
+        let mut a = q.join();
+        let live = q.join(); // the newest lane: `a` can be unlinked
+        let t = a.push_with_ticket(&q, 1).expect("open");
+        drop(a); // its thread exits
+        let canceller = thread::spawn(move || t.cancel());
+        let q1 = q.clone();
+        let producer = thread::spawn(move || {
+            while q1.pool_is_empty() {
+                thread::yield_now();
+            }
+            let mut b = q1.join();
+            assert!(b.push(&q1, 2));
+            assert!(b.push(&q1, 3));
+            b
+        });
+        let mut c = ModelConsumer::new();
+        let first = turn_until(&mut c, &q, 1);
+        while c.lanes() != (1, 1) || c.in_limbo() != 0 {
+            c.turn(&q);
+        }
+        let next = turn_until(&mut c, &q, 2);
+        let cancelled = canceller.join().unwrap();
+        let b = producer.join().unwrap();
+        let one = if cancelled {
+            Seen::Removed(1)
+        } else {
+            Seen::Item(1)
+        };
+        assert_eq!(first, [one]);
+        assert_eq!(next, [Seen::Item(2), Seen::Item(3)], "nothing else removed");
+        drop((b, live));
+        c.finish(&q);
     });
 }
 
