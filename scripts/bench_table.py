@@ -74,8 +74,11 @@ def read_log(path):
 
 
 def row_id(workload, first_words):
-    """A1, B'', E5...; C 0, C 1k, C 100k; F 0%, F mem 50%."""
+    """A1, B'', E5...; C 0, C 1k, C 100k; F 0%, F mem 50%; B' load 2."""
     head = workload.split()[0].rstrip(":")
+    m = re.search(r"\[load (\d+)\]", workload)
+    if m:
+        return f"{head} load {m.group(1)}"
     if first_words.count(head) == 1:
         return head
     m = re.search(r"with (\d+) pending", workload)
