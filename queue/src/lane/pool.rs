@@ -4,25 +4,26 @@
 //! # Design
 //!
 //! * A lane block is never freed while its queue lives. A block the
-//!   consumer passed in a retired lane, and the blocks a retired lane
-//!   still holds when its header goes, are put here after their grace
-//!   period (no walker can stand in them), their states reset to EMPTY,
-//!   with one CAS each ([`push_blocks`]). The pool is freed with the queue.
+//!   consumer passed in a retired lane is put here after its grace period
+//!   (no walker can stand in it), its states reset to EMPTY, with one CAS
+//!   ([`push_blocks`]); so are a lane's blocks at the lane's free (with
+//!   the queue). The pool is freed with the queue.
 //! * A writer short of a block takes the whole pool with one `swap`, as
 //!   it takes its lane's `returned`, keeps [`TAKE`] blocks at most and
 //!   pushes the rest back as one chain: no thread ever pops a single
-//!   entry another may be taking (no ABA). A writer taking the pool meanwhile
-//!   finds it empty and allocates.
-//! * Blocks that are EMPTY already (a lane's `returned` stack and an
-//!   exiting writer's spares) go in as one chain, with one CAS.
+//!   entry another may be taking (no ABA). A writer that takes the pool
+//!   while another holds its chain finds it empty and allocates.
+//! * Blocks that are EMPTY already (a freed header's `returned` stack and
+//!   an exiting writer's spares) go in as one chain, with one CAS.
 //! * So a ticket needs no count of its own: it keeps its queue (the
 //!   producer's ticket holds the queue's `Arc`), hence its block, and the
 //!   CAS of its whole state word (number included) matches nothing once
 //!   its slot was reused, in its lane or another: numbers are the queue's.
-//! * Memory: lane blocks are allocated only when the pool is empty, so
-//!   the queue holds no more of them than its lanes held at once at their
-//!   peak (each lane's blocks in use, its `returned` stack and at most
-//!   [`TAKE`] spares), and keeps that many until it is dropped.
+//! * Memory: lane blocks are allocated only when a take finds the pool
+//!   empty, so the queue holds no more of them than its lanes (and the
+//!   writers in the middle of a take) held at once at their peak (each
+//!   lane's blocks in use, its `returned` stack and at most [`TAKE`]
+//!   spares), and keeps that many until it is dropped.
 
 /// The most blocks a writer keeps from one take of the pool.
 pub(super) const TAKE: usize = 4;
